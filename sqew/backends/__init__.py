@@ -1,0 +1,38 @@
+"""Storage backends behind one contract (``base.py``); ``open_backend`` picks one by target."""
+
+from __future__ import annotations
+
+import os
+
+from sqew import errors
+from sqew.backends.base import Backend
+
+
+def sqlite_path(target: str | os.PathLike[str]) -> str | None:
+    """The file path a target names if it is a SQLite file path or ``sqlite:///`` URL."""
+    text = os.fspath(target)
+    if text.startswith("sqlite:///"):
+        return text[len("sqlite:///") :]
+    if "://" in text:
+        return None
+    return text
+
+
+def open_backend(
+    target: str | os.PathLike[str], *, durability: str = "normal", upgrade: bool = False
+) -> Backend:
+    """Open the database a target names: a file path or ``sqlite:///path``.
+
+    Raises:
+        sqew.errors.Unavailable: the database cannot be opened or is not a sqew database.
+        sqew.errors.ValidationError: the target names an unsupported kind of database.
+    """
+    path = sqlite_path(target)
+    if path is None:
+        scheme = os.fspath(target).split("://", 1)[0]
+        raise errors.ValidationError(f"unsupported database URL scheme '{scheme}'")
+    if not path:
+        raise errors.ValidationError("empty database path")
+    from sqew.backends.sqlite import SqliteBackend
+
+    return SqliteBackend(path, durability=durability, upgrade=upgrade)

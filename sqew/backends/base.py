@@ -1,0 +1,236 @@
+"""The storage contract: what QueueService needs from a database, documented once.
+
+A ``Backend`` opens transactions; a transaction (``Tx``) offers small, single-purpose
+statements. All rules (validation, backoff, quotas, dead-lettering decisions) live in
+``sqew.core``; a backend only stores and fetches, atomically. ``SqlTx`` holds the
+dialect-neutral statements; a concrete backend supplies connections, locking and waking.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, NamedTuple
+
+
+class QueueRow(NamedTuple):
+    """A row of the ``queues`` table, in column order."""
+
+    id: int
+    name: str
+    parent_id: int | None
+    visibility_ms: int
+    max_attempts: int
+    backoff_base_ms: int
+    backoff_max_ms: int
+    retention_ms: int
+    dedup_window_ms: int
+    max_payload_bytes: int
+    max_depth: int
+    rate_limit_per_s: float
+    lifo: bool
+    archive: bool
+    hmac_secret: str | None
+    created_at: int
+    depth: int
+    enqueued_total: int
+    acked_total: int
+    nacked_total: int
+    dead_lettered_total: int
+    expired_total: int
+    rl_tokens: float
+    rl_at: int
+
+
+class MessageRow(NamedTuple):
+    """A message as read back: the fields a message object needs, plus lease fields."""
+
+    id: int
+    queue_id: int
+    payload: str
+    priority: int
+    attributes: str | None
+    attempts: int
+    enqueued_at: int
+    available_at: int
+    expires_at: int
+    last_error: str | None
+    token: str | None
+    lease_expires_at: int | None
+
+
+NewMessage = tuple[int, str, int, str | None, int, int, int, bool]
+"""(queue_id, payload, priority, attributes_json, enqueued_at, available_at, expires_at, lifo)."""
+
+
+class Tx(abc.ABC):
+    """One database transaction. Every method is one (or a few) statements."""
+
+    # --- queues ---------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def get_queue(self, name: str) -> QueueRow | None:
+        """The queue named ``name``, or None."""
+
+    @abc.abstractmethod
+    def get_queue_by_id(self, queue_id: int) -> QueueRow | None:
+        """The queue with id ``queue_id``, or None."""
+
+    @abc.abstractmethod
+    def list_queues(self) -> list[QueueRow]:
+        """All queues ordered by name."""
+
+    @abc.abstractmethod
+    def insert_queue(self, values: dict[str, Any]) -> int:
+        """Insert a queue row from column values; returns its id."""
+
+    @abc.abstractmethod
+    def update_queue(self, queue_id: int, values: dict[str, Any]) -> None:
+        """Set columns of a queue row."""
+
+    @abc.abstractmethod
+    def delete_queue(self, queue_id: int) -> None:
+        """Delete a queue with its DLQ, messages, dedup records and archive (cascade)."""
+
+    @abc.abstractmethod
+    def add_counters(self, queue_id: int, **deltas: int) -> None:
+        """Add ``deltas`` to the named counter columns (depth, enqueued_total, …)."""
+
+    @abc.abstractmethod
+    def set_messages_lifo(self, queue_id: int, lifo: bool) -> None:
+        """Move a queue's messages to the claim index of its (new) order."""
+
+    # --- enqueue --------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def find_dedup(self, queue_id: int, key: str, now: int) -> int | None:
+        """The message id recorded for an idempotency key still inside its window."""
+
+    @abc.abstractmethod
+    def put_dedup(self, rows: Sequence[tuple[int, str, int, int]]) -> None:
+        """Record (queue_id, key, message_id, expires_at), replacing a stale record."""
+
+    @abc.abstractmethod
+    def insert_messages(self, rows: Sequence[NewMessage]) -> list[int]:
+        """Insert messages; returns their ids in input order."""
+
+    # --- leases ---------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def has_expired_leases(self, queue_id: int, now: int) -> bool:
+        """Whether any lease of the queue ended at or before ``now``."""
+
+    @abc.abstractmethod
+    def dead_letter_expired(
+        self, queue_id: int, now: int, max_attempts: int, dlq: QueueRow, origin: str
+    ) -> int:
+        """Move messages whose lease expired at ``max_attempts`` to ``dlq``; returns how many."""
+
+    @abc.abstractmethod
+    def release_expired(self, queue_id: int, now: int) -> int:
+        """Make messages whose lease expired ready again, keeping their token."""
+
+    @abc.abstractmethod
+    def claim(
+        self, queue_id: int, lifo: bool, now: int, limit: int, lease_until: int
+    ) -> list[MessageRow]:
+        """Lease up to ``limit`` ready messages in delivery order with fresh tokens."""
+
+    @abc.abstractmethod
+    def ack(self, queue_id: int, msg_id: int, token: str, archive: bool, now: int) -> bool:
+        """Delete (or archive) a message if ``token`` is current; True if it did."""
+
+    @abc.abstractmethod
+    def message_exists(self, queue_id: int, msg_id: int) -> bool:
+        """Whether the queue holds a message with this id."""
+
+    @abc.abstractmethod
+    def attempts_if_token(self, queue_id: int, msg_id: int, token: str) -> int | None:
+        """The message's attempts if ``token`` is its current token, else None."""
+
+    @abc.abstractmethod
+    def release(self, msg_id: int, available_at: int, error: str | None) -> None:
+        """End a lease (nack): ready again at ``available_at``; ``error`` kept if given."""
+
+    @abc.abstractmethod
+    def dead_letter(self, msg_id: int, dlq: QueueRow, now: int, error: str | None, origin: str) -> None:
+        """Move one message to ``dlq`` (nack at ``max_attempts``)."""
+
+    @abc.abstractmethod
+    def extend(self, queue_id: int, msg_id: int, token: str, until: int) -> bool:
+        """Set the lease end of a message held with ``token``; True if it matched."""
+
+    # --- reads and admin ------------------------------------------------------------------------
+    @abc.abstractmethod
+    def peek(self, queue_id: int, lifo: bool, now: int, limit: int) -> list[MessageRow]:
+        """The next ready messages in delivery order, untouched."""
+
+    @abc.abstractmethod
+    def get_message(self, queue_id: int, msg_id: int) -> MessageRow | None:
+        """One message of the queue by id."""
+
+    @abc.abstractmethod
+    def delete_message(self, queue_id: int, msg_id: int) -> bool:
+        """Delete one message; True if it existed."""
+
+    @abc.abstractmethod
+    def purge(self, queue_id: int) -> int:
+        """Delete every message of a queue; returns how many."""
+
+    @abc.abstractmethod
+    def list_messages(self, queue_id: int, after_id: int, limit: int) -> list[MessageRow]:
+        """Messages of a queue with id > ``after_id`` ordered by id."""
+
+    @abc.abstractmethod
+    def move_all(
+        self, from_id: int, to: QueueRow, ids: Sequence[int] | None, now: int
+    ) -> int:
+        """Move messages (all, or ``ids``) to queue ``to``, ready now, attempts reset."""
+
+    @abc.abstractmethod
+    def next_due(self, queue_id: int) -> int | None:
+        """The earliest time a message of the queue may become ready (delay or lease end)."""
+
+    @abc.abstractmethod
+    def counts(self, queue_id: int, now: int) -> tuple[int, int, int, int | None]:
+        """(leased, delayed, expired-not-yet-reaped, oldest ready available_at) of a queue."""
+
+    @abc.abstractmethod
+    def reap_messages(self, queue_id: int | None, now: int, limit: int) -> dict[int, int]:
+        """Delete up to ``limit`` expired messages; returns {queue_id: how many}."""
+
+    @abc.abstractmethod
+    def reap_dedup(self, queue_id: int | None, now: int, limit: int) -> int:
+        """Delete up to ``limit`` expired idempotency records; returns how many."""
+
+
+class Backend(abc.ABC):
+    """A database holding sqew's schema."""
+
+    @abc.abstractmethod
+    def write(self) -> AbstractContextManager[Tx]:
+        """A write transaction: committed on exit, rolled back on an exception."""
+
+    @abc.abstractmethod
+    def read(self) -> AbstractContextManager[Tx]:
+        """A read-only snapshot transaction."""
+
+    @abc.abstractmethod
+    def change_marker(self) -> object:
+        """A value that changes when any connection (any process) commits a write."""
+
+    @abc.abstractmethod
+    def maintain(self) -> None:
+        """Refresh statistics and reclaim space where the database allows (compact)."""
+
+    @abc.abstractmethod
+    def ping(self) -> None:
+        """Raise ``Unavailable`` unless the database answers."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Close every connection."""
+
+
+def iter_chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    """Split a sequence into slices of at most ``size``."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

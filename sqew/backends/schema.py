@@ -1,0 +1,145 @@
+"""The one SQLAlchemy ``MetaData`` of sqew; Alembic migrations create exactly this.
+
+Message states live in columns, not a state enum:
+- ready / delayed: ``lease_expires_at IS NULL`` (ready when ``available_at <= now``);
+- leased: ``lease_expires_at`` set (an expired lease is swept back to ready or to the DLQ).
+The claim index is partial on unleased rows and split by ``lifo`` so that both orders are an
+index walk: a row sits in exactly one of the two, so an insert maintains one claim index.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    text,
+)
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+# sqlite_autoincrement: ids are never reused, so an idempotency hit never names another message.
+Id = BigInteger().with_variant(Integer(), "sqlite")
+
+queues = Table(
+    "queues",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("name", String(100), nullable=False, unique=True),
+    Column("parent_id", Id, ForeignKey("queues.id", ondelete="CASCADE"), nullable=True),
+    Column("visibility_ms", BigInteger, nullable=False),
+    Column("max_attempts", Integer, nullable=False),
+    Column("backoff_base_ms", BigInteger, nullable=False),
+    Column("backoff_max_ms", BigInteger, nullable=False),
+    Column("retention_ms", BigInteger, nullable=False),
+    Column("dedup_window_ms", BigInteger, nullable=False),
+    Column("max_payload_bytes", Integer, nullable=False),
+    Column("max_depth", BigInteger, nullable=False),
+    Column("rate_limit_per_s", Float, nullable=False),
+    Column("lifo", Boolean, nullable=False),
+    Column("archive", Boolean, nullable=False),
+    Column("hmac_secret", Text, nullable=True),
+    Column("created_at", BigInteger, nullable=False),
+    # maintained counters (never COUNT(*) on the hot path)
+    Column("depth", BigInteger, nullable=False, server_default=text("0")),
+    Column("enqueued_total", BigInteger, nullable=False, server_default=text("0")),
+    Column("acked_total", BigInteger, nullable=False, server_default=text("0")),
+    Column("nacked_total", BigInteger, nullable=False, server_default=text("0")),
+    Column("dead_lettered_total", BigInteger, nullable=False, server_default=text("0")),
+    Column("expired_total", BigInteger, nullable=False, server_default=text("0")),
+    # enqueue token bucket (rate_limit_per_s)
+    Column("rl_tokens", Float, nullable=False, server_default=text("0")),
+    Column("rl_at", BigInteger, nullable=False, server_default=text("0")),
+    sqlite_autoincrement=True,
+)
+
+messages = Table(
+    "messages",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("queue_id", Id, ForeignKey("queues.id", ondelete="CASCADE"), nullable=False),
+    Column("payload", Text, nullable=False),
+    Column("priority", Integer, nullable=False),
+    Column("attributes", Text, nullable=True),
+    Column("attempts", Integer, nullable=False),
+    Column("enqueued_at", BigInteger, nullable=False),
+    Column("available_at", BigInteger, nullable=False),
+    Column("expires_at", BigInteger, nullable=False),
+    Column("lease_expires_at", BigInteger, nullable=True),
+    Column("token", String(64), nullable=True),
+    Column("last_error", Text, nullable=True),
+    Column("lifo", Boolean, nullable=False),
+    Column("origin_queue", String(100), nullable=True),
+    sqlite_autoincrement=True,
+)
+
+Index(
+    "ix_messages_claim_fifo",
+    messages.c.queue_id,
+    messages.c.priority.desc(),
+    messages.c.available_at,
+    messages.c.id,
+    messages.c.expires_at,
+    sqlite_where=text("lease_expires_at IS NULL AND lifo = 0"),
+    postgresql_where=text("lease_expires_at IS NULL AND lifo = false"),
+)
+Index(
+    "ix_messages_claim_lifo",
+    messages.c.queue_id,
+    messages.c.priority.desc(),
+    messages.c.id.desc(),
+    messages.c.available_at,
+    messages.c.expires_at,
+    sqlite_where=text("lease_expires_at IS NULL AND lifo = 1"),
+    postgresql_where=text("lease_expires_at IS NULL AND lifo = true"),
+)
+Index(
+    "ix_messages_leased",
+    messages.c.queue_id,
+    messages.c.lease_expires_at,
+    sqlite_where=text("lease_expires_at IS NOT NULL"),
+    postgresql_where=text("lease_expires_at IS NOT NULL"),
+)
+Index("ix_messages_expiry", messages.c.queue_id, messages.c.expires_at)
+
+dedup = Table(
+    "dedup",
+    metadata,
+    Column("queue_id", Id, ForeignKey("queues.id", ondelete="CASCADE"), nullable=False),
+    Column("key", String(128), nullable=False),
+    Column("message_id", BigInteger, nullable=False),
+    Column("expires_at", BigInteger, nullable=False),
+    UniqueConstraint("queue_id", "key"),
+)
+Index("ix_dedup_expires_at", dedup.c.expires_at)
+
+archive = Table(
+    "archive",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=False),
+    Column("queue_id", Id, ForeignKey("queues.id", ondelete="CASCADE"), nullable=False),
+    Column("payload", Text, nullable=False),
+    Column("priority", Integer, nullable=False),
+    Column("attributes", Text, nullable=True),
+    Column("attempts", Integer, nullable=False),
+    Column("enqueued_at", BigInteger, nullable=False),
+    Column("acked_at", BigInteger, nullable=False),
+    Column("last_error", Text, nullable=True),
+)
+Index("ix_archive_queue_id", archive.c.queue_id, archive.c.id)

@@ -1,0 +1,222 @@
+"""The embedded default: one SQLite file in WAL mode, shared safely by many processes.
+
+Writes start with ``BEGIN IMMEDIATE`` so a transaction takes the write lock up front (no
+deadlock on lock upgrade); readers never block the writer (WAL). Each thread has its own
+connection. Another process's commit is seen through ``PRAGMA data_version``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sqlalchemy import create_engine, pool
+
+from sqew import errors, migrate
+from sqew.backends.base import Backend, Tx
+from sqew.backends.errors import translate
+from sqew.backends.sql import SqlTx
+
+BUSY_TIMEOUT_MS = 30_000
+
+
+class SqliteBackend(Backend):
+    """sqew's schema in one SQLite file.
+
+    Args:
+        path: the database file (created and migrated if new).
+        durability: ``"normal"`` (synchronous=NORMAL: safe against a process crash) or
+            ``"full"`` (synchronous=FULL: safe against power loss).
+        upgrade: apply pending migrations to an existing database instead of refusing it.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, durability: str = "normal",
+                 upgrade: bool = False) -> None:
+        if durability not in ("normal", "full"):
+            raise errors.ValidationError("durability must be 'normal' or 'full'")
+        self.path = Path(path)
+        self._sync = "FULL" if durability == "full" else "NORMAL"
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        _check_path(self.path)
+        self._prepare(upgrade)
+
+    # --- opening --------------------------------------------------------------------------------
+    def _prepare(self, upgrade: bool) -> None:
+        try:
+            conn = self._connect()
+            conn.close()
+            with _file_lock(self.path):
+                engine = create_engine(f"sqlite:///{self.path}", poolclass=pool.NullPool)
+                try:
+                    with engine.connect() as sa_conn:
+                        _check_schema(sa_conn, upgrade)
+                finally:
+                    engine.dispose()
+        except errors.SqewError:
+            raise
+        except Exception as exc:
+            raise _opening_error(self.path, exc) from exc
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False,
+            timeout=BUSY_TIMEOUT_MS / 1000, cached_statements=256,
+        )
+        try:
+            conn.execute("PRAGMA schema_version").fetchone()  # fails fast on a non-database
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise errors.Unavailable("the database cannot use WAL mode (read-only location?)")
+            conn.execute(f"PRAGMA synchronous={self._sync}")
+            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA foreign_keys=ON")
+            conn.execute("PRAGMA cache_size=-65536")
+            conn.execute("PRAGMA mmap_size=268435456")
+            conn.execute("PRAGMA temp_store=MEMORY")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._closed:
+                raise errors.Unavailable("the database is closed")
+            try:
+                conn = self._connect()
+            except errors.SqewError:
+                raise
+            except Exception as exc:
+                raise _opening_error(self.path, exc) from exc
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    # --- transactions ---------------------------------------------------------------------------
+    @contextmanager
+    def write(self) -> Iterator[Tx]:
+        with self._transaction("BEGIN IMMEDIATE") as tx:
+            yield tx
+
+    @contextmanager
+    def read(self) -> Iterator[Tx]:
+        with self._transaction("BEGIN") as tx:
+            yield tx
+
+    @contextmanager
+    def _transaction(self, begin: str) -> Iterator[Tx]:
+        conn = self._conn()
+        try:
+            conn.execute(begin)
+        except sqlite3.Error as exc:
+            raise translate(exc) from exc
+        try:
+            yield SqlTx(conn)
+        except BaseException as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise translate(exc) from exc
+            raise
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise translate(exc) from exc
+
+    def change_marker(self) -> object:
+        try:
+            return self._conn().execute("PRAGMA data_version").fetchone()[0]
+        except sqlite3.Error as exc:
+            raise translate(exc) from exc
+
+    def maintain(self) -> None:
+        conn = self._conn()
+        try:
+            conn.execute("ANALYZE")
+            pages = conn.execute("PRAGMA page_count").fetchone()[0]
+            free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+            if pages and free / pages > 0.25:  # only worth the full rewrite when much is free
+                conn.execute("VACUUM")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error as exc:
+            raise translate(exc) from exc
+
+    def ping(self) -> None:
+        try:
+            self._conn().execute("SELECT 1").fetchone()
+        except sqlite3.Error as exc:
+            raise translate(exc) from exc
+
+    def close(self) -> None:
+        self._closed = True
+        with self._lock:
+            conns, self._all = self._all, []
+        for conn in conns:
+            try:
+                conn.close()
+            except sqlite3.Error:  # pragma: no cover - closing is best effort
+                pass
+        self._local = threading.local()
+
+
+def _check_path(path: Path) -> None:
+    where = f"cannot open database '{path}'"
+    if path.is_dir():
+        raise errors.Unavailable(f"{where}: it is a directory")
+    if not path.parent.is_dir():
+        raise errors.Unavailable(f"{where}: directory '{path.parent}' does not exist")
+    if path.exists() and not os.access(path, os.R_OK):
+        raise errors.Unavailable(f"{where}: permission denied")
+
+
+def _opening_error(path: Path, exc: BaseException) -> errors.SqewError:
+    err = translate(exc)
+    return type(err)(f"cannot open database '{path}': {err.message}")
+
+
+def _check_schema(conn: object, upgrade: bool) -> None:
+    from sqlalchemy import Connection
+
+    assert isinstance(conn, Connection)
+    rev = migrate.current(conn)
+    if rev is None:
+        if migrate.has_tables(conn):
+            raise errors.Unavailable("the file is a SQLite database but not a sqew database")
+        migrate.upgrade(conn)
+        return
+    if rev not in migrate.known_revisions():
+        raise errors.Unavailable(
+            f"the database schema ({rev}) is newer than this sqew knows; upgrade sqew"
+        )
+    if rev != migrate.head():
+        if not upgrade:
+            raise errors.Unavailable(
+                f"the database schema ({rev}) is older than this sqew's ({migrate.head()}); "
+                "run `sqew db upgrade`"
+            )
+        migrate.upgrade(conn)
+
+
+@contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """Serialise first-open migration between processes (flock is independent of SQLite's locks)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644) if os.access(path.parent, os.W_OK) else \
+        os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)

@@ -1,0 +1,240 @@
+"""The Client contract (SPEC §7): one method per REST endpoint, typed results, SqewError on failure.
+
+``LocalClient`` (a database file or URL, in-process) and ``HttpClient`` (a server) both satisfy
+it, so the CLI, the Worker, the relay and the tests are written once against this protocol.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import msgspec
+
+from sqew import errors, models
+
+
+class Client(abc.ABC):
+    """What every sqew client offers. Methods raise ``sqew.errors.SqewError`` subclasses.
+
+    ``Client(target)`` picks the implementation: an ``http://``/``https://`` URL gives an
+    ``HttpClient``; a file path, ``sqlite:///…`` or database URL gives a ``LocalClient``.
+    """
+
+    def __new__(cls, target: str | os.PathLike[str] = "sqew.db", *args: Any, **kwargs: Any) -> Client:
+        if cls is Client:
+            text = os.fspath(target)
+            if text.startswith(("http://", "https://")):
+                from sqew.client.http import HttpClient
+
+                cls = HttpClient
+            else:
+                from sqew.client.local import LocalClient
+
+                cls = LocalClient
+        return super().__new__(cls)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @abc.abstractmethod
+    def create_queue(self, name: str, **settings: Any) -> models.Queue:
+        """Create queue ``name`` (and its DLQ ``name.dlq``) with optional settings."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def list_queues(self) -> list[models.Queue]:
+        """All queues, DLQs included, by name."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def get_queue(self, name: str) -> models.Queue:
+        """One queue with its ``stats``."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def update_queue(self, name: str, **settings: Any) -> models.Queue:
+        """Change settings of a queue; returns the updated queue."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def delete_queue(self, name: str) -> None:
+        """Remove a queue, its DLQ and their messages."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def enqueue(
+        self,
+        queue: str,
+        payload: Any,
+        *,
+        priority: int | None = None,
+        delay_ms: int | None = None,
+        ttl_ms: int | None = None,
+        idempotency_key: str | None = None,
+        attributes: Mapping[str, str] | None = None,
+    ) -> models.EnqueueResult:
+        """Enqueue one message whose payload is any JSON-serialisable value."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def enqueue_batch(
+        self, queue: str, messages: Iterable[Mapping[str, Any]]
+    ) -> list[models.EnqueueResult]:
+        """Enqueue up to 1000 messages (dicts with ``payload`` and optional fields), all or none."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def poll(
+        self,
+        queue: str,
+        *,
+        batch: int = 1,
+        wait_ms: int = 0,
+        visibility_ms: int | None = None,
+    ) -> list[models.LeasedMessage]:
+        """Lease up to ``batch`` ready messages, waiting up to ``wait_ms`` for one to arrive."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def ack(self, queue: str, id: int, token: str) -> models.ItemResult:
+        """Acknowledge one message; raises LeaseLost / MessageNotFound on failure."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def ack_batch(self, queue: str, acks: Iterable[tuple[int, str]]) -> list[models.ItemResult]:
+        """Acknowledge many ``(id, token)`` pairs; per-item statuses, never raises per item."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def nack(
+        self,
+        queue: str,
+        id: int,
+        token: str,
+        *,
+        delay_ms: int | None = None,
+        error: str | None = None,
+    ) -> models.ItemResult:
+        """Release a lease for a retry (or dead-letter it at ``max_attempts``)."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def nack_batch(
+        self, queue: str, nacks: Iterable[Mapping[str, Any]]
+    ) -> list[models.ItemResult]:
+        """Nack many (dicts with ``id``, ``token``, optional ``delay_ms``, ``error``)."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def extend_lease(self, queue: str, id: int, token: str, ms: int) -> models.LeaseExtended:
+        """Set the lease of a held message to expire ``ms`` from now."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def stats(self, queue: str) -> models.Stats:
+        """Depths and counters of a queue."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def peek(self, queue: str, *, limit: int = 10) -> list[models.Message]:
+        """The next ready messages, without leasing them."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def get_message(self, queue: str, id: int) -> models.Message:
+        """One message by id."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def remove_message(self, queue: str, id: int) -> None:
+        """Delete one message by id."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def purge(self, queue: str) -> int:
+        """Delete every message of a queue; returns how many."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def dlq_list(
+        self, queue: str, *, limit: int = 100, after_id: int | None = None
+    ) -> list[models.Message]:
+        """Messages in the queue's DLQ, by id, after ``after_id``."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def dlq_requeue(self, queue: str, ids: Iterable[int] | None = None) -> int:
+        """Move DLQ messages (all, or ``ids``) back to the queue with attempts reset."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def dlq_purge(self, queue: str) -> int:
+        """Delete every message of the queue's DLQ."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def compact(self, queue: str) -> int:
+        """Remove expired messages and tombstones, then let the database reclaim space."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def health(self) -> models.Health:
+        """``{"status": "ok"}`` when the database answers."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release connections."""
+        raise NotImplementedError
+
+
+def message_in(payload: Any, **fields: Any) -> models.MessageIn:
+    """Validate one message given as Python values (payload any JSON-serialisable value)."""
+    try:
+        raw = msgspec.Raw(_encode(payload))
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise errors.ValidationError(
+            f"payload is not JSON-serialisable: {exc}",
+            details=[{"field": "payload", "message": str(exc)}],
+        ) from None
+    body = {k: v for k, v in fields.items() if v is not None}
+    body["payload"] = raw
+    result: models.MessageIn = convert(body, models.MessageIn)
+    return result
+
+
+def message_from_mapping(item: Mapping[str, Any]) -> models.MessageIn:
+    """A message given as a mapping with ``payload`` and optional fields."""
+    if not isinstance(item, Mapping) or "payload" not in item:
+        raise errors.ValidationError(
+            "each message needs a payload", details=[{"field": "payload", "message": "required"}]
+        )
+    fields = dict(item)
+    payload = fields.pop("payload")
+    return message_in(payload, **fields)
+
+
+def convert(obj: Any, type_: type[Any]) -> Any:
+    """``msgspec.convert`` raising sqew's ValidationError with the offending path."""
+    try:
+        return msgspec.convert(obj, type_)
+    except msgspec.ValidationError as exc:
+        raise validation_error(exc) from None
+
+
+def validation_error(exc: msgspec.ValidationError) -> errors.ValidationError:
+    """A msgspec validation failure as SPEC's ValidationError with ``details``."""
+    text = str(exc)
+    path = text.rsplit(" - at `", 1)[1].rstrip("`") if " - at `" in text else "$"
+    field = path[2:] if path.startswith("$.") else path
+    reason = text.split(" - at `")[0]
+    return errors.ValidationError(text, details=[{"field": field, "message": reason}])
+
+
+_encode = msgspec.json.Encoder().encode

@@ -1,0 +1,171 @@
+"""LocalClient: the Client API running QueueService in-process on a database file or URL."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar
+
+import msgspec
+
+from sqew import errors, models
+from sqew.backends import open_backend
+from sqew.client.base import Client, convert, message_from_mapping, message_in
+from sqew.core.clock import Clock, system_clock
+from sqew.core.service import QueueService, check_range, item_error
+
+_decode = msgspec.json.decode
+M = TypeVar("M", bound=models.Message)
+
+
+def _decoded(messages: list[M]) -> list[M]:
+    for m in messages:
+        if isinstance(m.payload, msgspec.Raw):
+            m.payload = _decode(m.payload)
+    return messages
+
+
+class LocalClient(Client):
+    """A client that works directly on a database (no server).
+
+    Args:
+        target: a SQLite file path or ``sqlite:///path`` URL.
+        durability: ``"normal"`` or ``"full"`` (SQLite synchronous level).
+        clock: epoch-milliseconds clock (tests).
+        upgrade: apply pending migrations to an existing database.
+    """
+
+    def __init__(
+        self,
+        target: str | os.PathLike[str] = "sqew.db",
+        *,
+        durability: str = "normal",
+        clock: Clock = system_clock,
+        upgrade: bool = False,
+        reap_interval_ms: int = 1000,
+    ) -> None:
+        self.target = os.fspath(target)
+        backend = open_backend(target, durability=durability, upgrade=upgrade)
+        self.service = QueueService(backend, clock=clock, reap_interval_ms=reap_interval_ms)
+
+    # --- queues ---------------------------------------------------------------------------------
+    def create_queue(self, name: str, **settings: Any) -> models.Queue:
+        spec = convert({"name": name, **settings}, models.QueueCreate)
+        return self.service.create_queue(spec)
+
+    def list_queues(self) -> list[models.Queue]:
+        return self.service.list_queues()
+
+    def get_queue(self, name: str) -> models.Queue:
+        return self.service.get_queue(name)
+
+    def update_queue(self, name: str, **settings: Any) -> models.Queue:
+        return self.service.update_queue(name, convert(settings, models.QueueSettings))
+
+    def delete_queue(self, name: str) -> None:
+        self.service.delete_queue(name)
+
+    # --- messages -------------------------------------------------------------------------------
+    def enqueue(
+        self,
+        queue: str,
+        payload: Any,
+        *,
+        priority: int | None = None,
+        delay_ms: int | None = None,
+        ttl_ms: int | None = None,
+        idempotency_key: str | None = None,
+        attributes: Mapping[str, str] | None = None,
+    ) -> models.EnqueueResult:
+        msg = message_in(
+            payload, priority=priority, delay_ms=delay_ms, ttl_ms=ttl_ms,
+            idempotency_key=idempotency_key, attributes=attributes,
+        )
+        return self.service.enqueue(queue, [msg])[0]
+
+    def enqueue_batch(
+        self, queue: str, messages: Iterable[Mapping[str, Any]]
+    ) -> list[models.EnqueueResult]:
+        batch = []
+        for i, item in enumerate(messages):
+            try:
+                batch.append(message_from_mapping(item))
+            except errors.ValidationError as exc:
+                raise errors.ValidationError(f"message {i}: {exc.message}", details=exc.details) from None
+        return self.service.enqueue(queue, batch)
+
+    def poll(
+        self, queue: str, *, batch: int = 1, wait_ms: int = 0, visibility_ms: int | None = None
+    ) -> list[models.LeasedMessage]:
+        return _decoded(
+            self.service.poll(queue, batch=batch, wait_ms=wait_ms, visibility_ms=visibility_ms)
+        )
+
+    def ack(self, queue: str, id: int, token: str) -> models.ItemResult:
+        result = self.ack_batch(queue, [(id, token)])[0]
+        if result.status != "acked":
+            raise item_error(result)
+        return result
+
+    def ack_batch(self, queue: str, acks: Iterable[tuple[int, str]]) -> list[models.ItemResult]:
+        items = convert({"acks": [{"id": i, "token": t} for i, t in acks]}, models.AckBatchIn)
+        return self.service.ack(queue, [(a.id, a.token) for a in items.acks])
+
+    def nack(
+        self, queue: str, id: int, token: str, *, delay_ms: int | None = None,
+        error: str | None = None,
+    ) -> models.ItemResult:
+        item = {"id": id, "token": token, "delay_ms": delay_ms, "error": error}
+        result = self.nack_batch(queue, [item])[0]
+        if result.status in ("lease_lost", "not_found"):
+            raise item_error(result)
+        return result
+
+    def nack_batch(
+        self, queue: str, nacks: Iterable[Mapping[str, Any]]
+    ) -> list[models.ItemResult]:
+        items = [{k: v for k, v in n.items() if v is not None} for n in nacks]
+        return self.service.nack(queue, convert({"nacks": items}, models.NackBatchIn).nacks)
+
+    def extend_lease(self, queue: str, id: int, token: str, ms: int) -> models.LeaseExtended:
+        item = convert({"id": id, "token": token, "ms": ms}, models.ExtendLeaseIn)
+        return self.service.extend_lease(queue, item.id, item.token, item.ms)
+
+    def stats(self, queue: str) -> models.Stats:
+        return self.service.stats(queue)
+
+    def peek(self, queue: str, *, limit: int = 10) -> list[models.Message]:
+        return _decoded(self.service.peek(queue, limit))
+
+    def get_message(self, queue: str, id: int) -> models.Message:
+        check_range("id", id, 1)
+        return _decoded([self.service.get_message(queue, id)])[0]
+
+    def remove_message(self, queue: str, id: int) -> None:
+        check_range("id", id, 1)
+        self.service.remove_message(queue, id)
+
+    def purge(self, queue: str) -> int:
+        return self.service.purge(queue)
+
+    def dlq_list(
+        self, queue: str, *, limit: int = 100, after_id: int | None = None
+    ) -> list[models.Message]:
+        return _decoded(self.service.dlq_list(queue, limit, after_id))
+
+    def dlq_requeue(self, queue: str, ids: Iterable[int] | None = None) -> int:
+        body = convert({"ids": None if ids is None else list(ids)}, models.RequeueIn)
+        return self.service.dlq_requeue(queue, body.ids)
+
+    def dlq_purge(self, queue: str) -> int:
+        return self.service.dlq_purge(queue)
+
+    def compact(self, queue: str) -> int:
+        return self.service.compact(queue)
+
+    def health(self) -> models.Health:
+        self.service.backend.ping()
+        return models.Health("ok")
+
+    def close(self) -> None:
+        self.service.close()

@@ -1,0 +1,69 @@
+"""Pure rules of SPEC §1: defaults, ranges across fields, backoff, signatures. No I/O."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import random
+
+from sqew import errors
+
+DEFAULTS: dict[str, object] = {
+    "visibility_ms": 30_000,
+    "max_attempts": 5,
+    "backoff_base_ms": 1000,
+    "backoff_max_ms": 900_000,
+    "retention_ms": 345_600_000,
+    "dedup_window_ms": 300_000,
+    "max_payload_bytes": 262_144,
+    "max_depth": 0,
+    "rate_limit_per_s": 0.0,
+    "order": "fifo",
+    "archive": False,
+    "hmac_secret": None,
+}
+
+DLQ_SUFFIX = ".dlq"
+
+
+def dlq_name(queue: str) -> str:
+    """The name of a queue's dead-letter queue."""
+    return queue + DLQ_SUFFIX
+
+
+def check_backoff(base_ms: int, max_ms: int) -> None:
+    """``backoff_max_ms`` must be at least ``backoff_base_ms``."""
+    if max_ms < base_ms:
+        raise errors.ValidationError(
+            "backoff_max_ms must be >= backoff_base_ms",
+            details=[{"field": "backoff_max_ms", "message": "must be >= backoff_base_ms"}],
+        )
+
+
+def backoff_ms(attempts: int, base_ms: int, max_ms: int, rng: random.Random | None = None) -> int:
+    """Retry delay after the ``attempts``-th delivery: ``min(max, base·2^(attempts−1))`` + ≤10 %."""
+    exponent = max(attempts - 1, 0)
+    delay = max_ms if exponent >= 64 else min(max_ms, base_ms * (1 << exponent))
+    jitter = (rng or random).random() * 0.1 * delay
+    return int(delay + jitter)
+
+
+def sign(secret: str, payload: str) -> str:
+    """Hex HMAC-SHA256 of a payload's text under a queue's secret."""
+    return hmac.new(secret.encode(), payload.encode(), hashlib.sha256).hexdigest()
+
+
+def rate_limit(
+    tokens: float, at_ms: int, rate: float, now: int, wanted: int
+) -> tuple[float, float | None]:
+    """Token bucket for ``rate_limit_per_s`` (burst = one second's worth, at least 1).
+
+    Returns the bucket's new level and None when ``wanted`` may pass (a batch larger than the
+    burst passes on a full bucket and leaves it in debt), else the level and retry-after seconds.
+    """
+    burst = max(rate, 1.0)
+    level = burst if at_ms == 0 else min(burst, tokens + (now - at_ms) / 1000.0 * rate)
+    need = min(float(wanted), burst)
+    if level + 1e-9 < need:
+        return level, (need - level) / rate
+    return level - wanted, None

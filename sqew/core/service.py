@@ -1,0 +1,484 @@
+"""QueueService: every rule of SPEC §1, the only writer of state.
+
+It validates, decides (backoff, dead-lettering, quotas, idempotency) and runs each operation
+as one backend transaction. Transports (CLI, REST, SQS) call it and only render results.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+
+import msgspec
+
+from sqew import errors, models
+from sqew.backends.base import Backend, NewMessage, QueueRow, Tx
+from sqew.core import rules, views
+from sqew.core.clock import Clock, system_clock
+from sqew.core.waker import Waker
+
+_encode = msgspec.json.encode
+CHANGE_POLL_S = 0.05
+"""How often a long poll looks for commits made by other processes (a cheap header read)."""
+REAP_LIMIT = 1000
+
+
+def check_range(name: str, value: int, low: int, high: int | None = None) -> None:
+    """Raise ValidationError unless ``low <= value <= high``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (
+        high is not None and value > high
+    ):
+        bound = f"between {low} and {high}" if high is not None else f">= {low}"
+        raise errors.ValidationError(
+            f"{name} must be an integer {bound}",
+            details=[{"field": name, "message": f"must be an integer {bound}"}],
+        )
+
+
+class QueueService:
+    """The queue engine over a storage backend.
+
+    Args:
+        backend: where state lives.
+        clock: returns epoch milliseconds (tests inject a manual clock).
+        reap_interval_ms: how often a poll also removes expired messages and tombstones.
+        rng: randomness for backoff jitter.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        clock: Clock = system_clock,
+        reap_interval_ms: int = 1000,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.backend = backend
+        self.clock = clock
+        self.waker = Waker()
+        self._reap_interval = reap_interval_ms
+        self._last_reap = 0
+        self._rng = rng or random.Random()
+
+    # --- helpers --------------------------------------------------------------------------------
+    @staticmethod
+    def _queue(tx: Tx, name: str) -> QueueRow:
+        row = tx.get_queue(name)
+        if row is None:
+            raise errors.QueueNotFound(f"queue '{name}' does not exist")
+        return row
+
+    def _dlq_of(self, tx: Tx, q: QueueRow) -> QueueRow:
+        if q.parent_id is not None:
+            raise errors.ValidationError(f"'{q.name}' is a dead-letter queue; name its queue")
+        dlq = tx.get_queue(rules.dlq_name(q.name))
+        if dlq is None:  # pragma: no cover - created and removed with its queue
+            raise errors.InternalError()
+        return dlq
+
+    # --- queues ---------------------------------------------------------------------------------
+    def create_queue(self, spec: models.QueueCreate) -> models.Queue:
+        """Create a queue and its DLQ."""
+        values = _settings_columns(spec, dict(rules.DEFAULTS))
+        now = self.clock()
+        with self.backend.write() as tx:
+            if tx.get_queue(spec.name) is not None:
+                raise errors.QueueExists(f"queue '{spec.name}' already exists")
+            qid = tx.insert_queue({"name": spec.name, "created_at": now, **values})
+            dlq_values = _settings_columns(models.QueueSettings(), dict(rules.DEFAULTS))
+            tx.insert_queue(
+                {"name": rules.dlq_name(spec.name), "parent_id": qid, "created_at": now,
+                 **dlq_values}
+            )
+            row = tx.get_queue_by_id(qid)
+        assert row is not None
+        return views.queue(row)
+
+    def list_queues(self) -> list[models.Queue]:
+        """Every queue (DLQs included) by name."""
+        with self.backend.read() as tx:
+            return [views.queue(r) for r in tx.list_queues()]
+
+    def get_queue(self, name: str) -> models.Queue:
+        """One queue with its stats."""
+        now = self.clock()
+        with self.backend.read() as tx:
+            row = self._queue(tx, name)
+            return views.queue(row, self._stats(tx, row, now))
+
+    def update_queue(self, name: str, settings: models.QueueSettings) -> models.Queue:
+        """Change some settings of a queue."""
+        with self.backend.write() as tx:
+            row = self._queue(tx, name)
+            current = {
+                **{k: getattr(row, k) for k in rules.DEFAULTS if hasattr(row, k)},
+                "order": "lifo" if row.lifo else "fifo",
+            }
+            values = _settings_columns(settings, current)
+            tx.update_queue(row.id, values)
+            if bool(values["lifo"]) != bool(row.lifo):
+                tx.set_messages_lifo(row.id, bool(values["lifo"]))
+            updated = tx.get_queue_by_id(row.id)
+        assert updated is not None
+        return views.queue(updated)
+
+    def delete_queue(self, name: str) -> None:
+        """Remove a queue with its DLQ and all their messages."""
+        with self.backend.write() as tx:
+            row = self._queue(tx, name)
+            if row.parent_id is not None:
+                raise errors.ValidationError(
+                    f"'{name}' is a dead-letter queue; it is removed with its queue"
+                )
+            tx.delete_queue(row.id)
+        self.waker.notify()
+
+    # --- enqueue --------------------------------------------------------------------------------
+    def enqueue(
+        self, queue: str, messages: Sequence[models.MessageIn]
+    ) -> list[models.EnqueueResult]:
+        """Enqueue messages all-or-nothing; duplicates (idempotency) return the first id."""
+        if not 1 <= len(messages) <= models.MAX_BATCH_ENQUEUE:
+            raise errors.ValidationError(
+                f"a batch holds 1 to {models.MAX_BATCH_ENQUEUE} messages"
+            )
+        now = self.clock()
+        with self.backend.write() as tx:
+            q = self._queue(tx, queue)
+            results = self._enqueue_in(tx, q, messages, now)
+        self.waker.notify()
+        return results
+
+    def _enqueue_in(
+        self, tx: Tx, q: QueueRow, messages: Sequence[models.MessageIn], now: int
+    ) -> list[models.EnqueueResult]:
+        rows: list[NewMessage] = []
+        slots: list[int | str] = []  # per input: index into rows, or the dedup key
+        seen: dict[str, int] = {}  # key → index into rows (first of the batch)
+        known: dict[str, int] = {}  # key → stored message id
+        for i, m in enumerate(messages):
+            size = len(m.payload)
+            if size > q.max_payload_bytes:
+                raise errors.PayloadTooLarge(
+                    f"message {i}: payload is {size} bytes; queue '{q.name}' allows "
+                    f"{q.max_payload_bytes}"
+                )
+            key = m.idempotency_key
+            if key is not None:
+                if key in seen or key in known:
+                    slots.append(key)
+                    continue
+                first = tx.find_dedup(q.id, key, now)
+                if first is not None:
+                    known[key] = first
+                    slots.append(key)
+                    continue
+                seen[key] = len(rows)
+            ttl = m.ttl_ms if m.ttl_ms is not None else q.retention_ms
+            if m.delay_ms > q.retention_ms:
+                raise errors.ValidationError(
+                    f"message {i}: delay_ms must not exceed the queue's retention_ms "
+                    f"({q.retention_ms})",
+                    details=[{"field": "delay_ms", "index": i}],
+                )
+            slots.append(len(rows))
+            rows.append((
+                q.id, bytes(m.payload).decode(), m.priority,
+                _encode(m.attributes).decode() if m.attributes else None,
+                now, now + m.delay_ms, now + ttl, q.lifo,
+            ))
+        if rows:
+            self._admit(tx, q, len(rows), now)
+            ids = tx.insert_messages(rows)
+            if seen:
+                exp = now + q.dedup_window_ms
+                tx.put_dedup([(q.id, k, ids[j], exp) for k, j in seen.items()])
+            tx.add_counters(q.id, depth=len(rows), enqueued_total=len(rows))
+        else:
+            ids = []
+        out: list[models.EnqueueResult] = []
+        for slot in slots:
+            if isinstance(slot, int):
+                out.append(models.EnqueueResult(ids[slot], False))
+            else:
+                mid = known[slot] if slot in known else ids[seen[slot]]
+                out.append(models.EnqueueResult(mid, True))
+        return out
+
+    def _admit(self, tx: Tx, q: QueueRow, count: int, now: int) -> None:
+        """Quotas: max_depth and the rate limit's token bucket."""
+        if q.max_depth and q.depth + count > q.max_depth:
+            raise errors.QueueFull(
+                f"queue '{q.name}' holds {q.depth} of at most {q.max_depth} messages",
+                retry_after=1.0,
+            )
+        if q.rate_limit_per_s:
+            level, retry = rules.rate_limit(q.rl_tokens, q.rl_at, q.rate_limit_per_s, now, count)
+            if retry is not None:
+                raise errors.RateLimited(
+                    f"queue '{q.name}' accepts {q.rate_limit_per_s:g} messages/s",
+                    retry_after=retry,
+                )
+            tx.update_queue(q.id, {"rl_tokens": level, "rl_at": now})
+
+    # --- poll -----------------------------------------------------------------------------------
+    def poll(
+        self, queue: str, *, batch: int = 1, wait_ms: int = 0, visibility_ms: int | None = None
+    ) -> list[models.LeasedMessage]:
+        """Lease up to ``batch`` ready messages, waiting up to ``wait_ms`` for some."""
+        check_range("batch", batch, 1, models.MAX_POLL_BATCH)
+        check_range("wait_ms", wait_ms, 0, models.MAX_WAIT_MS)
+        if visibility_ms is not None:
+            check_range("visibility_ms", visibility_ms, 0, 43_200_000)
+        self._maybe_reap()
+        deadline = time.monotonic() + wait_ms / 1000
+        while True:
+            generation = self.waker.generation
+            marker = self.backend.change_marker() if wait_ms else None
+            got, due = self._claim(queue, batch, visibility_ms, want_due=wait_ms > 0)
+            remaining = deadline - time.monotonic()
+            if got or remaining <= 0 or self.waker.closed:
+                return got
+            until = deadline
+            if due is not None:
+                until = min(until, time.monotonic() + max(due - self.clock(), 0) / 1000)
+            self._sleep(generation, marker, until)
+
+    def _sleep(self, generation: int, marker: object, until: float) -> None:
+        """Wait for an in-process enqueue, another process's commit, or ``until``."""
+        while True:
+            left = until - time.monotonic()
+            if left <= 0:
+                return
+            if self.waker.wait(generation, min(left, CHANGE_POLL_S)):
+                return
+            if self.backend.change_marker() != marker:
+                return
+
+    def _claim(
+        self, queue: str, batch: int, visibility_ms: int | None, *, want_due: bool
+    ) -> tuple[list[models.LeasedMessage], int | None]:
+        now = self.clock()
+        with self.backend.write() as tx:
+            q = self._queue(tx, queue)
+            if tx.has_expired_leases(q.id, now):
+                self._expire_leases(tx, q, now)
+            vis = q.visibility_ms if visibility_ms is None else visibility_ms
+            rows = tx.claim(q.id, bool(q.lifo), now, batch, now + vis)
+            due = tx.next_due(q.id) if want_due and not rows else None
+        return [views.leased(r, q) for r in rows], due
+
+    def _expire_leases(self, tx: Tx, q: QueueRow, now: int) -> None:
+        if q.parent_id is None:
+            dlq = self._dlq_of(tx, q)
+            moved = tx.dead_letter_expired(q.id, now, q.max_attempts, dlq, q.name)
+            if moved:
+                tx.add_counters(q.id, depth=-moved, dead_lettered_total=moved)
+                tx.add_counters(dlq.id, depth=moved)
+        tx.release_expired(q.id, now)
+
+    # --- ack / nack / extend --------------------------------------------------------------------
+    def ack(self, queue: str, items: Sequence[tuple[int, str]]) -> list[models.ItemResult]:
+        """Acknowledge messages; per-item status ``acked`` / ``lease_lost`` / ``not_found``."""
+        now = self.clock()
+        out: list[models.ItemResult] = []
+        with self.backend.write() as tx:
+            q = self._queue(tx, queue)
+            acked = 0
+            for msg_id, token in items:
+                if tx.ack(q.id, msg_id, token, bool(q.archive), now):
+                    acked += 1
+                    out.append(models.ItemResult(msg_id, "acked"))
+                else:
+                    out.append(models.ItemResult(msg_id, self._miss(tx, q, msg_id)))
+            tx.add_counters(q.id, depth=-acked, acked_total=acked)
+        return out
+
+    @staticmethod
+    def _miss(tx: Tx, q: QueueRow, msg_id: int) -> str:
+        return "lease_lost" if tx.message_exists(q.id, msg_id) else "not_found"
+
+    def nack(self, queue: str, items: Sequence[models.NackIn]) -> list[models.ItemResult]:
+        """Release leases for a retry with backoff, or dead-letter at ``max_attempts``."""
+        now = self.clock()
+        out: list[models.ItemResult] = []
+        with self.backend.write() as tx:
+            q = self._queue(tx, queue)
+            dlq = self._dlq_of(tx, q) if q.parent_id is None else None
+            nacked = dead = 0
+            for item in items:
+                attempts = tx.attempts_if_token(q.id, item.id, item.token)
+                if attempts is None:
+                    out.append(models.ItemResult(item.id, self._miss(tx, q, item.id)))
+                    continue
+                nacked += 1
+                if dlq is not None and attempts >= q.max_attempts:
+                    tx.dead_letter(item.id, dlq, now, item.error, q.name)
+                    dead += 1
+                    out.append(models.ItemResult(item.id, "dead_lettered"))
+                    continue
+                delay = item.delay_ms
+                if delay is None:
+                    delay = rules.backoff_ms(attempts, q.backoff_base_ms, q.backoff_max_ms, self._rng)
+                tx.release(item.id, now + delay, item.error)
+                out.append(models.ItemResult(item.id, "requeued"))
+            tx.add_counters(q.id, depth=-dead, nacked_total=nacked, dead_lettered_total=dead)
+            if dlq is not None:
+                tx.add_counters(dlq.id, depth=dead)
+        self.waker.notify()
+        return out
+
+    def extend_lease(self, queue: str, msg_id: int, token: str, ms: int) -> models.LeaseExtended:
+        """Heartbeat: the lease of a held message ends ``ms`` from now."""
+        check_range("ms", ms, 0, 43_200_000)
+        now = self.clock()
+        with self.backend.write() as tx:
+            q = self._queue(tx, queue)
+            if not tx.extend(q.id, msg_id, token, now + ms):
+                raise _item_error(self._miss(tx, q, msg_id), msg_id)
+        return models.LeaseExtended(msg_id, now + ms)
+
+    # --- reads ----------------------------------------------------------------------------------
+    def _stats(self, tx: Tx, row: QueueRow, now: int) -> models.Stats:
+        dlq_depth = 0
+        if row.parent_id is None:
+            dlq = tx.get_queue(rules.dlq_name(row.name))
+            dlq_depth = dlq.depth if dlq else 0
+        return views.stats(row, dlq_depth, tx.counts(row.id, now), now)
+
+    def stats(self, queue: str) -> models.Stats:
+        """Depths and counters of a queue."""
+        now = self.clock()
+        with self.backend.read() as tx:
+            return self._stats(tx, self._queue(tx, queue), now)
+
+    def peek(self, queue: str, limit: int = 10) -> list[models.Message]:
+        """The next ready messages in delivery order, without leasing them."""
+        check_range("limit", limit, 1, 100)
+        now = self.clock()
+        with self.backend.read() as tx:
+            q = self._queue(tx, queue)
+            return [views.message(r, q.name) for r in tx.peek(q.id, bool(q.lifo), now, limit)]
+
+    def get_message(self, queue: str, msg_id: int) -> models.Message:
+        """One message by id."""
+        with self.backend.read() as tx:
+            q = self._queue(tx, queue)
+            row = tx.get_message(q.id, msg_id)
+            if row is None:
+                raise _item_error("not_found", msg_id)
+            return views.message(row, q.name)
+
+    def remove_message(self, queue: str, msg_id: int) -> None:
+        """Delete one message by id."""
+        with self.backend.write() as tx:
+            q = self._queue(tx, queue)
+            if not tx.delete_message(q.id, msg_id):
+                raise _item_error("not_found", msg_id)
+            tx.add_counters(q.id, depth=-1)
+
+    def purge(self, queue: str) -> int:
+        """Delete every message of a queue (not of its DLQ)."""
+        with self.backend.write() as tx:
+            q = self._queue(tx, queue)
+            n = tx.purge(q.id)
+            tx.add_counters(q.id, depth=-n)
+        return n
+
+    # --- DLQ ------------------------------------------------------------------------------------
+    def dlq_list(
+        self, queue: str, limit: int = 100, after_id: int | None = None
+    ) -> list[models.Message]:
+        """Messages in a queue's DLQ by id, after ``after_id``."""
+        check_range("limit", limit, 1, 1000)
+        if after_id is not None:
+            check_range("after_id", after_id, 0)
+        with self.backend.read() as tx:
+            dlq = self._dlq_of(tx, self._queue(tx, queue))
+            rows = tx.list_messages(dlq.id, after_id or 0, limit)
+            return [views.message(r, dlq.name) for r in rows]
+
+    def dlq_requeue(self, queue: str, ids: Sequence[int] | None = None) -> int:
+        """Move DLQ messages (all or ``ids``) back to their queue, attempts reset to 0."""
+        now = self.clock()
+        with self.backend.write() as tx:
+            q = self._queue(tx, queue)
+            dlq = self._dlq_of(tx, q)
+            n = tx.move_all(dlq.id, q, None if ids is None else list(ids), now)
+            tx.add_counters(dlq.id, depth=-n)
+            tx.add_counters(q.id, depth=n)
+        self.waker.notify()
+        return n
+
+    def dlq_purge(self, queue: str) -> int:
+        """Delete every message of a queue's DLQ."""
+        with self.backend.write() as tx:
+            dlq = self._dlq_of(tx, self._queue(tx, queue))
+            n = tx.purge(dlq.id)
+            tx.add_counters(dlq.id, depth=-n)
+        return n
+
+    # --- housekeeping ---------------------------------------------------------------------------
+    def compact(self, queue: str) -> int:
+        """Remove the queue's expired messages and tombstones, then maintain the database."""
+        now = self.clock()
+        removed = 0
+        with self.backend.write() as tx:
+            q = self._queue(tx, queue)
+            while True:
+                reaped = tx.reap_messages(q.id, now, 10_000)
+                self._count_expired(tx, reaped)
+                tombstones = tx.reap_dedup(q.id, now, 10_000)
+                removed += sum(reaped.values()) + tombstones
+                if not reaped and not tombstones:
+                    break
+        self.backend.maintain()
+        return removed
+
+    def reap(self) -> int:
+        """Remove a bounded number of expired messages and tombstones in every queue."""
+        now = self.clock()
+        self._last_reap = now
+        with self.backend.write() as tx:
+            reaped = tx.reap_messages(None, now, REAP_LIMIT)
+            self._count_expired(tx, reaped)
+            return sum(reaped.values()) + tx.reap_dedup(None, now, REAP_LIMIT)
+
+    @staticmethod
+    def _count_expired(tx: Tx, reaped: dict[int, int]) -> None:
+        for qid, n in reaped.items():
+            tx.add_counters(qid, depth=-n, expired_total=n)
+
+    def _maybe_reap(self) -> None:
+        if self.clock() - self._last_reap >= self._reap_interval:
+            self.reap()
+
+    def close(self) -> None:
+        """Wake every long poll and close the backend."""
+        self.waker.close()
+        self.backend.close()
+
+
+def _item_error(status: str, msg_id: int) -> errors.SqewError:
+    if status == "lease_lost":
+        return errors.LeaseLost(f"message {msg_id} was leased again since; the token is stale")
+    return errors.MessageNotFound(f"message {msg_id} does not exist in this queue")
+
+
+def item_error(result: models.ItemResult) -> errors.SqewError:
+    """The error a failed single ack/nack raises."""
+    return _item_error(result.status, result.id)
+
+
+def _settings_columns(settings: models.QueueSettings, base: dict[str, object]) -> dict[str, object]:
+    """Merge set fields over ``base`` and return the queue-table columns."""
+    merged = dict(base)
+    for name in models.SETTING_NAMES:
+        value = getattr(settings, name)
+        if value is not msgspec.UNSET:
+            merged[name] = value
+    rules.check_backoff(int(merged["backoff_base_ms"]), int(merged["backoff_max_ms"]))  # type: ignore[call-overload]
+    order = merged.pop("order")
+    merged["lifo"] = order == "lifo"
+    return merged

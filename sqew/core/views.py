@@ -1,0 +1,91 @@
+"""Rows → wire models. Payloads stay raw JSON text (``msgspec.Raw``) all the way out."""
+
+from __future__ import annotations
+
+import msgspec
+
+from sqew import models
+from sqew.backends.base import MessageRow, QueueRow
+from sqew.core import rules
+
+_decode_attrs = msgspec.json.Decoder(dict[str, str]).decode
+
+
+def queue(row: QueueRow, stats: models.Stats | None = None) -> models.Queue:
+    """A queue object (never the HMAC secret)."""
+    q = models.Queue(
+        name=row.name,
+        dlq=None if row.parent_id is not None else rules.dlq_name(row.name),
+        visibility_ms=row.visibility_ms,
+        max_attempts=row.max_attempts,
+        backoff_base_ms=row.backoff_base_ms,
+        backoff_max_ms=row.backoff_max_ms,
+        retention_ms=row.retention_ms,
+        dedup_window_ms=row.dedup_window_ms,
+        max_payload_bytes=row.max_payload_bytes,
+        max_depth=row.max_depth,
+        rate_limit_per_s=float(row.rate_limit_per_s),
+        order="lifo" if row.lifo else "fifo",
+        archive=bool(row.archive),
+        created_at=row.created_at,
+    )
+    if stats is not None:
+        q.stats = stats
+    return q
+
+
+def message(row: MessageRow, queue_name: str) -> models.Message:
+    """A stored message."""
+    return models.Message(
+        id=row.id,
+        queue=queue_name,
+        payload=msgspec.Raw(row.payload.encode()),
+        priority=row.priority,
+        attributes=_decode_attrs(row.attributes) if row.attributes else {},
+        attempts=row.attempts,
+        enqueued_at=row.enqueued_at,
+        available_at=row.available_at,
+        expires_at=row.expires_at,
+        last_error=row.last_error,
+    )
+
+
+def leased(row: MessageRow, q: QueueRow) -> models.LeasedMessage:
+    """A message just leased, signed when its queue has an HMAC secret."""
+    m = models.LeasedMessage(
+        id=row.id,
+        queue=q.name,
+        payload=msgspec.Raw(row.payload.encode()),
+        priority=row.priority,
+        attributes=_decode_attrs(row.attributes) if row.attributes else {},
+        attempts=row.attempts,
+        enqueued_at=row.enqueued_at,
+        available_at=row.available_at,
+        expires_at=row.expires_at,
+        last_error=row.last_error,
+        token=row.token or "",
+        lease_expires_at=row.lease_expires_at or 0,
+    )
+    if q.hmac_secret:
+        m.signature = rules.sign(q.hmac_secret, row.payload)
+    return m
+
+
+def stats(
+    row: QueueRow, dlq_depth: int, counts: tuple[int, int, int, int | None], now: int
+) -> models.Stats:
+    """Stats from maintained counters plus the (leased, delayed, expired, oldest) counts."""
+    leased_n, delayed_n, expired_n, oldest = counts
+    return models.Stats(
+        queue=row.name,
+        ready=max(row.depth - leased_n - delayed_n - expired_n, 0),
+        delayed=delayed_n,
+        leased=leased_n,
+        dlq=dlq_depth,
+        oldest_ready_age_ms=None if oldest is None else max(now - oldest, 0),
+        enqueued_total=row.enqueued_total,
+        acked_total=row.acked_total,
+        nacked_total=row.nacked_total,
+        dead_lettered_total=row.dead_lettered_total,
+        expired_total=row.expired_total,
+    )

@@ -1,0 +1,288 @@
+"""Wire models: msgspec Structs that are the JSON of the REST API (SPEC §2).
+
+Request models forbid unknown fields and carry SPEC's ranges as ``Meta`` constraints, so one
+``msgspec.convert``/``decode`` validates a request whether it came from HTTP, the CLI or Python.
+Response models are what every client returns and what ``--json`` prints.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import UNSET, Meta, Struct, UnsetType
+
+# --- ranges (SPEC §1) ---------------------------------------------------------------------------
+MAX_BATCH_ENQUEUE = 1000
+MAX_POLL_BATCH = 100
+MAX_WAIT_MS = 20000
+MAX_TTL_MS = 1_209_600_000
+QUEUE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,79}$"
+
+QueueName = Annotated[str, Meta(pattern=QUEUE_NAME_PATTERN)]
+VisibilityMs = Annotated[int, Meta(ge=0, le=43_200_000)]
+MaxAttempts = Annotated[int, Meta(ge=1, le=1000)]
+BackoffBaseMs = Annotated[int, Meta(ge=0, le=3_600_000)]
+BackoffMaxMs = Annotated[int, Meta(ge=0, le=86_400_000)]
+RetentionMs = Annotated[int, Meta(ge=60_000, le=MAX_TTL_MS)]
+DedupWindowMs = Annotated[int, Meta(ge=1000, le=604_800_000)]
+MaxPayloadBytes = Annotated[int, Meta(ge=1, le=1_048_576)]
+NonNegInt = Annotated[int, Meta(ge=0)]
+NonNegFloat = Annotated[float, Meta(ge=0)]
+Order = Literal["fifo", "lifo"]
+HmacSecret = Annotated[str, Meta(min_length=16, max_length=1024)]
+
+Priority = Annotated[int, Meta(ge=-1000, le=1000)]
+DelayMs = Annotated[int, Meta(ge=0, le=MAX_TTL_MS)]
+TtlMs = Annotated[int, Meta(ge=1000, le=MAX_TTL_MS)]
+IdempotencyKey = Annotated[str, Meta(min_length=1, max_length=128, pattern=r"^[\x20-\x7e]+$")]
+AttrKey = Annotated[str, Meta(min_length=1, max_length=64)]
+AttrValue = Annotated[str, Meta(max_length=1024)]
+Attributes = Annotated[dict[AttrKey, AttrValue], Meta(max_length=10)]
+MessageId = Annotated[int, Meta(ge=1)]
+Token = Annotated[str, Meta(min_length=1, max_length=128)]
+ErrorText = Annotated[str, Meta(max_length=4096)]
+LeaseMs = Annotated[int, Meta(ge=0, le=43_200_000)]
+
+SETTING_NAMES = (
+    "visibility_ms",
+    "max_attempts",
+    "backoff_base_ms",
+    "backoff_max_ms",
+    "retention_ms",
+    "dedup_window_ms",
+    "max_payload_bytes",
+    "max_depth",
+    "rate_limit_per_s",
+    "order",
+    "archive",
+    "hmac_secret",
+)
+
+
+class _Request(Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """Base of request bodies: unknown fields are rejected, never ignored."""
+
+
+# --- queues -------------------------------------------------------------------------------------
+class QueueSettings(_Request, kw_only=True):
+    """Queue settings; every field optional (UNSET = keep current / use default)."""
+
+    visibility_ms: VisibilityMs | UnsetType = UNSET
+    max_attempts: MaxAttempts | UnsetType = UNSET
+    backoff_base_ms: BackoffBaseMs | UnsetType = UNSET
+    backoff_max_ms: BackoffMaxMs | UnsetType = UNSET
+    retention_ms: RetentionMs | UnsetType = UNSET
+    dedup_window_ms: DedupWindowMs | UnsetType = UNSET
+    max_payload_bytes: MaxPayloadBytes | UnsetType = UNSET
+    max_depth: NonNegInt | UnsetType = UNSET
+    rate_limit_per_s: NonNegFloat | UnsetType = UNSET
+    order: Order | UnsetType = UNSET
+    archive: bool | UnsetType = UNSET
+    hmac_secret: HmacSecret | None | UnsetType = UNSET
+
+
+class QueueCreate(QueueSettings, kw_only=True):
+    """Body of ``POST /queues``."""
+
+    name: QueueName
+
+
+class Stats(Struct, kw_only=True):
+    """Counters and depths of one queue (``GET /queues/{q}/stats``)."""
+
+    queue: str
+    ready: int
+    delayed: int
+    leased: int
+    dlq: int
+    oldest_ready_age_ms: int | None
+    enqueued_total: int
+    acked_total: int
+    nacked_total: int
+    dead_lettered_total: int
+    expired_total: int
+
+
+class Queue(Struct, kw_only=True):
+    """A queue object: its name, its DLQ's name (null for a DLQ) and its settings."""
+
+    name: str
+    dlq: str | None
+    visibility_ms: int
+    max_attempts: int
+    backoff_base_ms: int
+    backoff_max_ms: int
+    retention_ms: int
+    dedup_window_ms: int
+    max_payload_bytes: int
+    max_depth: int
+    rate_limit_per_s: float
+    order: str
+    archive: bool
+    created_at: int
+    stats: Stats | UnsetType = UNSET
+
+
+class QueueList(Struct):
+    """Body of ``GET /queues``."""
+
+    queues: list[Queue]
+
+
+# --- messages -----------------------------------------------------------------------------------
+class MessageIn(_Request, kw_only=True):
+    """One message to enqueue. ``payload`` is any JSON value, kept as the exact JSON text."""
+
+    payload: msgspec.Raw
+    priority: Priority = 0
+    delay_ms: DelayMs = 0
+    ttl_ms: TtlMs | None = None
+    idempotency_key: IdempotencyKey | None = None
+    attributes: Attributes | None = None
+
+
+class MessageBatchIn(_Request):
+    """Body of a batch enqueue."""
+
+    messages: Annotated[list[MessageIn], Meta(min_length=1, max_length=MAX_BATCH_ENQUEUE)]
+
+
+class EnqueueResult(Struct):
+    """Result of enqueueing one message."""
+
+    message_id: int
+    duplicate: bool
+
+
+class EnqueueBatchResult(Struct):
+    """Result of a batch enqueue, in input order."""
+
+    messages: list[EnqueueResult]
+
+
+class Message(Struct, kw_only=True):
+    """A stored message. ``payload`` is the decoded JSON value (raw JSON on the server side)."""
+
+    id: int
+    queue: str
+    payload: Any
+    priority: int
+    attributes: dict[str, str]
+    attempts: int
+    enqueued_at: int
+    available_at: int
+    expires_at: int
+    last_error: str | None
+
+
+class LeasedMessage(Message, kw_only=True):
+    """A message leased by a poll: ``token`` acks or nacks it until ``lease_expires_at``."""
+
+    token: str
+    lease_expires_at: int
+    signature: str | UnsetType = UNSET
+
+
+class MessageList(Struct):
+    """A list of messages (poll, peek, DLQ list)."""
+
+    messages: list[Message]
+
+
+class LeasedMessageList(Struct):
+    """Body of a poll response."""
+
+    messages: list[LeasedMessage]
+
+
+# --- ack / nack / extend ------------------------------------------------------------------------
+class AckIn(_Request):
+    """One ack."""
+
+    id: MessageId
+    token: Token
+
+
+class AckBatchIn(_Request):
+    """A batch of acks."""
+
+    acks: Annotated[list[AckIn], Meta(min_length=1, max_length=MAX_BATCH_ENQUEUE)]
+
+
+class NackIn(_Request, kw_only=True):
+    """One nack; ``delay_ms`` overrides the backoff, ``error`` is kept as ``last_error``."""
+
+    id: MessageId
+    token: Token
+    delay_ms: DelayMs | None = None
+    error: ErrorText | None = None
+
+
+class NackBatchIn(_Request):
+    """A batch of nacks."""
+
+    nacks: Annotated[list[NackIn], Meta(min_length=1, max_length=MAX_BATCH_ENQUEUE)]
+
+
+AckStatus = Literal["acked", "lease_lost", "not_found"]
+NackStatus = Literal["requeued", "dead_lettered", "lease_lost", "not_found"]
+
+
+class ItemResult(Struct):
+    """Per-item outcome of an ack or nack."""
+
+    id: int
+    status: str
+
+
+class ResultList(Struct):
+    """Body of an ack or nack response."""
+
+    results: list[ItemResult]
+
+
+class ExtendLeaseIn(_Request):
+    """Body of ``extend-lease``."""
+
+    id: MessageId
+    token: Token
+    ms: LeaseMs
+
+
+class LeaseExtended(Struct):
+    """Result of ``extend-lease``."""
+
+    id: int
+    lease_expires_at: int
+
+
+# --- counts -------------------------------------------------------------------------------------
+class Purged(Struct):
+    """Result of a purge."""
+
+    purged: int
+
+
+class Requeued(Struct):
+    """Result of a DLQ requeue."""
+
+    requeued: int
+
+
+class Removed(Struct):
+    """Result of a compaction."""
+
+    removed: int
+
+
+class RequeueIn(_Request):
+    """Optional body of ``dlq/requeue``: which ids (default all)."""
+
+    ids: Annotated[list[MessageId], Meta(max_length=10000)] | None = None
+
+
+class Health(Struct):
+    """Body of ``/healthz``."""
+
+    status: str
