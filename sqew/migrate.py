@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, inspect
 
-from alembic import command
-
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
 
 def alembic_config(connection: Connection | None = None) -> Config:
-    """An Alembic config pointing at sqew's bundled migrations (optionally bound to a connection)."""
+    """An Alembic config for sqew's bundled migrations, optionally bound to a connection."""
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     if connection is not None:

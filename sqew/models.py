@@ -79,7 +79,7 @@ class QueueSettings(_Request, kw_only=True):
     rate_limit_per_s: NonNegFloat | UnsetType = UNSET
     order: Order | UnsetType = UNSET
     archive: bool | UnsetType = UNSET
-    hmac_secret: HmacSecret | None | UnsetType = UNSET
+    hmac_secret: HmacSecret | UnsetType | None = UNSET
 
 
 class QueueCreate(QueueSettings, kw_only=True):

@@ -151,7 +151,9 @@ class Tx(abc.ABC):
         """End a lease (nack): ready again at ``available_at``; ``error`` kept if given."""
 
     @abc.abstractmethod
-    def dead_letter(self, msg_id: int, dlq: QueueRow, now: int, error: str | None, origin: str) -> None:
+    def dead_letter(
+        self, msg_id: int, dlq: QueueRow, now: int, error: str | None, origin: str
+    ) -> None:
         """Move one message to ``dlq`` (nack at ``max_attempts``)."""
 
     @abc.abstractmethod

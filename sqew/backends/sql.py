@@ -58,12 +58,14 @@ class SqlTx(Tx):
         return QueueRow._make(row) if row else None
 
     def list_queues(self) -> list[QueueRow]:
-        return [QueueRow._make(r) for r in self._all(f"SELECT {_QUEUE_COLS} FROM queues ORDER BY name")]
+        rows = self._all(f"SELECT {_QUEUE_COLS} FROM queues ORDER BY name")
+        return [QueueRow._make(r) for r in rows]
 
     def insert_queue(self, values: dict[str, Any]) -> int:
         cols = ", ".join(values)
         marks = ", ".join(f":{k}" for k in values)
-        return int(self._one(f"INSERT INTO queues ({cols}) VALUES ({marks}) RETURNING id", values)[0])
+        sql = f"INSERT INTO queues ({cols}) VALUES ({marks}) RETURNING id"
+        return int(self._one(sql, values)[0])
 
     def update_queue(self, queue_id: int, values: dict[str, Any]) -> None:
         if not values:

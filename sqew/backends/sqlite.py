@@ -7,6 +7,7 @@ connection. Another process's commit is seen through ``PRAGMA data_version``.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import sqlite3
@@ -164,10 +165,8 @@ class SqliteBackend(Backend):
         with self._lock:
             conns, self._all = self._all, []
         for conn in conns:
-            try:
+            with contextlib.suppress(sqlite3.Error):
                 conn.close()
-            except sqlite3.Error:  # pragma: no cover - closing is best effort
-                pass
         self._local = threading.local()
 
 

@@ -23,7 +23,9 @@ class Client(abc.ABC):
     ``HttpClient``; a file path, ``sqlite:///…`` or database URL gives a ``LocalClient``.
     """
 
-    def __new__(cls, target: str | os.PathLike[str] = "sqew.db", *args: Any, **kwargs: Any) -> Client:
+    def __new__(
+        cls, target: str | os.PathLike[str] = "sqew.db", *args: Any, **kwargs: Any
+    ) -> Client:
         if cls is Client:
             text = os.fspath(target)
             if text.startswith(("http://", "https://")):

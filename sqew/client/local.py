@@ -91,7 +91,9 @@ class LocalClient(Client):
             try:
                 batch.append(message_from_mapping(item))
             except errors.ValidationError as exc:
-                raise errors.ValidationError(f"message {i}: {exc.message}", details=exc.details) from None
+                raise errors.ValidationError(
+                    f"message {i}: {exc.message}", details=exc.details
+                ) from None
         return self.service.enqueue(queue, batch)
 
     def poll(

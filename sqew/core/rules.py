@@ -41,7 +41,10 @@ def check_backoff(base_ms: int, max_ms: int) -> None:
 
 
 def backoff_ms(attempts: int, base_ms: int, max_ms: int, rng: random.Random | None = None) -> int:
-    """Retry delay after the ``attempts``-th delivery: ``min(max, base·2^(attempts−1))`` + ≤10 %."""
+    """Retry delay after the ``attempts``-th delivery: ``min(max, base * 2^(attempts-1))`` + jitter.
+
+    The jitter is up to 10 % of the delay, so retries of many messages spread out.
+    """
     exponent = max(attempts - 1, 0)
     delay = max_ms if exponent >= 64 else min(max_ms, base_ms * (1 << exponent))
     jitter = (rng or random).random() * 0.1 * delay

@@ -320,7 +320,9 @@ class QueueService:
                     continue
                 delay = item.delay_ms
                 if delay is None:
-                    delay = rules.backoff_ms(attempts, q.backoff_base_ms, q.backoff_max_ms, self._rng)
+                    delay = rules.backoff_ms(
+                        attempts, q.backoff_base_ms, q.backoff_max_ms, self._rng
+                    )
                 tx.release(item.id, now + delay, item.error)
                 out.append(models.ItemResult(item.id, "requeued"))
             tx.add_counters(q.id, depth=-dead, nacked_total=nacked, dead_lettered_total=dead)
@@ -478,7 +480,7 @@ def _settings_columns(settings: models.QueueSettings, base: dict[str, object]) -
         value = getattr(settings, name)
         if value is not msgspec.UNSET:
             merged[name] = value
-    rules.check_backoff(int(merged["backoff_base_ms"]), int(merged["backoff_max_ms"]))  # type: ignore[call-overload]
+    rules.check_backoff(merged["backoff_base_ms"], merged["backoff_max_ms"])  # type: ignore[arg-type]
     order = merged.pop("order")
     merged["lifo"] = order == "lifo"
     return merged
