@@ -97,6 +97,13 @@ class Tx(abc.ABC):
         """Add ``deltas`` to the named counter columns (depth, enqueued_total, …)."""
 
     @abc.abstractmethod
+    def reserve(self, name: str, count: int) -> QueueRow | None:
+        """Add ``count`` to depth and enqueued_total of queue ``name``; the row after, or None.
+
+        One statement for the enqueue hot path: look the queue up and count the new messages.
+        """
+
+    @abc.abstractmethod
     def set_messages_lifo(self, queue_id: int, lifo: bool) -> None:
         """Move a queue's messages to the claim index of its (new) order."""
 
@@ -196,8 +203,8 @@ class Tx(abc.ABC):
         """(leased, delayed, expired-not-yet-reaped, oldest ready available_at) of a queue."""
 
     @abc.abstractmethod
-    def reap_messages(self, queue_id: int | None, now: int, limit: int) -> dict[int, int]:
-        """Delete up to ``limit`` expired messages; returns {queue_id: how many}."""
+    def reap_messages(self, queue_id: int, now: int, limit: int) -> int:
+        """Delete up to ``limit`` expired messages of a queue; returns how many."""
 
     @abc.abstractmethod
     def reap_dedup(self, queue_id: int | None, now: int, limit: int) -> int:

@@ -24,6 +24,8 @@ _COUNTERS = frozenset(
      "expired_total"}
 )
 
+_COUNTER_SQL: dict[tuple[str, ...], str] = {}
+
 
 class SqlTx(Tx):
     """The contract's statements on one DB-API connection inside an open transaction."""
@@ -80,10 +82,23 @@ class SqlTx(Tx):
         deltas = {k: v for k, v in deltas.items() if v}
         if not deltas:
             return
-        if not _COUNTERS.issuperset(deltas):
-            raise ValueError(f"unknown counters {set(deltas) - _COUNTERS}")
-        sets = ", ".join(f"{k} = {k} + :{k}" for k in sorted(deltas))
-        self.c.execute(f"UPDATE queues SET {sets} WHERE id = :_id", {**deltas, "_id": queue_id})
+        names = tuple(deltas)
+        sql = _COUNTER_SQL.get(names)
+        if sql is None:
+            if not _COUNTERS.issuperset(names):
+                raise ValueError(f"unknown counters {set(names) - _COUNTERS}")
+            sets = ", ".join(f"{k} = {k} + :{k}" for k in names)
+            sql = _COUNTER_SQL[names] = f"UPDATE queues SET {sets} WHERE id = :_id"
+        deltas["_id"] = queue_id
+        self.c.execute(sql, deltas)
+
+    def reserve(self, name: str, count: int) -> QueueRow | None:
+        row = self._one(
+            "UPDATE queues SET depth = depth + :n, enqueued_total = enqueued_total + :n "
+            f"WHERE name = :name RETURNING {_QUEUE_COLS}",
+            {"n": count, "name": name},
+        )
+        return QueueRow._make(row) if row else None
 
     def set_messages_lifo(self, queue_id: int, lifo: bool) -> None:
         self.c.execute(
@@ -150,10 +165,12 @@ class SqlTx(Tx):
         )
 
     def _ready_select(self, lifo: bool, cols: str) -> str:
+        # The literal `lifo = 0/1` and `lease_expires_at IS NULL` match a partial claim index;
+        # the unary `+` keeps the planner off the expiry index (a sort over the whole queue).
         order = "priority DESC, id DESC" if lifo else "priority DESC, available_at, id"
         return (
             f"SELECT {cols} FROM messages WHERE queue_id = :q AND lease_expires_at IS NULL "
-            f"AND lifo = {self._bool(lifo)} AND available_at <= :now AND expires_at > :now "
+            f"AND lifo = {self._bool(lifo)} AND available_at <= :now AND +expires_at > :now "
             f"ORDER BY {order} LIMIT :n"
         )
 
@@ -286,29 +303,30 @@ class SqlTx(Tx):
             "AND lease_expires_at > ? AND expires_at > ?",
             (queue_id, now, now),
         )[0]
-        delayed, oldest = self._one(
-            "SELECT SUM(CASE WHEN available_at > :now THEN 1 ELSE 0 END), "
-            "MIN(CASE WHEN available_at <= :now THEN available_at END) FROM messages "
-            "WHERE queue_id = :q AND lease_expires_at IS NULL AND expires_at > :now",
-            {"q": queue_id, "now": now},
-        )
+        delayed, oldest = 0, None
+        for lifo in (False, True):  # each a covering scan of one claim index
+            n, first = self._one(
+                "SELECT SUM(CASE WHEN available_at > :now THEN 1 ELSE 0 END), "
+                "MIN(CASE WHEN available_at <= :now THEN available_at END) FROM messages "
+                f"WHERE queue_id = :q AND lease_expires_at IS NULL AND lifo = {self._bool(lifo)} "
+                "AND +expires_at > :now",
+                {"q": queue_id, "now": now},
+            )
+            delayed += int(n or 0)
+            if first is not None and (oldest is None or first < oldest):
+                oldest = first
         expired = self._one(
             "SELECT COUNT(*) FROM messages WHERE queue_id = ? AND expires_at <= ?",
             (queue_id, now),
         )[0]
-        return int(leased), int(delayed or 0), int(expired), oldest
+        return int(leased), delayed, int(expired), oldest
 
-    def reap_messages(self, queue_id: int | None, now: int, limit: int) -> dict[int, int]:
-        where = "expires_at <= :now" + (" AND queue_id = :q" if queue_id is not None else "")
-        rows = self._all(
-            f"DELETE FROM messages WHERE id IN (SELECT id FROM messages WHERE {where} LIMIT :n) "
-            "RETURNING queue_id",
+    def reap_messages(self, queue_id: int, now: int, limit: int) -> int:
+        return self._rowcount(
+            "DELETE FROM messages WHERE id IN (SELECT id FROM messages WHERE queue_id = :q "
+            "AND expires_at <= :now LIMIT :n)",
             {"now": now, "q": queue_id, "n": limit},
         )
-        out: dict[int, int] = {}
-        for (qid,) in rows:
-            out[qid] = out.get(qid, 0) + 1
-        return out
 
     def reap_dedup(self, queue_id: int | None, now: int, limit: int) -> int:
         where = "expires_at <= :now" + (" AND queue_id = :q" if queue_id is not None else "")

@@ -144,15 +144,27 @@ class QueueService:
                 f"a batch holds 1 to {models.MAX_BATCH_ENQUEUE} messages"
             )
         now = self.clock()
+        keyed = any(m.idempotency_key is not None for m in messages)
         with self.backend.write() as tx:
-            q = self._queue(tx, queue)
-            results = self._enqueue_in(tx, q, messages, now)
+            if keyed:  # duplicates are found inside: count after
+                results = self._enqueue_in(tx, self._queue(tx, queue), messages, now, False)
+            else:  # hot path: one statement finds the queue and counts the batch
+                q = tx.reserve(queue, len(messages))
+                if q is None:
+                    raise errors.QueueNotFound(f"queue '{queue}' does not exist")
+                results = self._enqueue_in(tx, q, messages, now, True)
         self.waker.notify()
         return results
 
     def _enqueue_in(
-        self, tx: Tx, q: QueueRow, messages: Sequence[models.MessageIn], now: int
+        self,
+        tx: Tx,
+        q: QueueRow,
+        messages: Sequence[models.MessageIn],
+        now: int,
+        reserved: bool,
     ) -> list[models.EnqueueResult]:
+        """Insert ``messages`` into ``q``; ``reserved`` means the counters already count them."""
         rows: list[NewMessage] = []
         slots: list[int | str] = []  # per input: index into rows, or the dedup key
         seen: dict[str, int] = {}  # key → index into rows (first of the batch)
@@ -189,12 +201,13 @@ class QueueService:
                 now, now + m.delay_ms, now + ttl, q.lifo,
             ))
         if rows:
-            self._admit(tx, q, len(rows), now)
+            self._admit(tx, q, len(rows), q.depth - len(rows) if reserved else q.depth, now)
             ids = tx.insert_messages(rows)
             if seen:
                 exp = now + q.dedup_window_ms
                 tx.put_dedup([(q.id, k, ids[j], exp) for k, j in seen.items()])
-            tx.add_counters(q.id, depth=len(rows), enqueued_total=len(rows))
+            if not reserved:
+                tx.add_counters(q.id, depth=len(rows), enqueued_total=len(rows))
         else:
             ids = []
         out: list[models.EnqueueResult] = []
@@ -206,11 +219,11 @@ class QueueService:
                 out.append(models.EnqueueResult(mid, True))
         return out
 
-    def _admit(self, tx: Tx, q: QueueRow, count: int, now: int) -> None:
-        """Quotas: max_depth and the rate limit's token bucket."""
-        if q.max_depth and q.depth + count > q.max_depth:
+    def _admit(self, tx: Tx, q: QueueRow, count: int, depth: int, now: int) -> None:
+        """Quotas: max_depth (``depth`` before this enqueue) and the rate limit's token bucket."""
+        if q.max_depth and depth + count > q.max_depth:
             raise errors.QueueFull(
-                f"queue '{q.name}' holds {q.depth} of at most {q.max_depth} messages",
+                f"queue '{q.name}' holds {depth} of at most {q.max_depth} messages",
                 retry_after=1.0,
             )
         if q.rate_limit_per_s:
@@ -430,9 +443,9 @@ class QueueService:
             q = self._queue(tx, queue)
             while True:
                 reaped = tx.reap_messages(q.id, now, 10_000)
-                self._count_expired(tx, reaped)
+                tx.add_counters(q.id, depth=-reaped, expired_total=reaped)
                 tombstones = tx.reap_dedup(q.id, now, 10_000)
-                removed += sum(reaped.values()) + tombstones
+                removed += reaped + tombstones
                 if not reaped and not tombstones:
                     break
         self.backend.maintain()
@@ -442,15 +455,13 @@ class QueueService:
         """Remove a bounded number of expired messages and tombstones in every queue."""
         now = self.clock()
         self._last_reap = now
+        removed = 0
         with self.backend.write() as tx:
-            reaped = tx.reap_messages(None, now, REAP_LIMIT)
-            self._count_expired(tx, reaped)
-            return sum(reaped.values()) + tx.reap_dedup(None, now, REAP_LIMIT)
-
-    @staticmethod
-    def _count_expired(tx: Tx, reaped: dict[int, int]) -> None:
-        for qid, n in reaped.items():
-            tx.add_counters(qid, depth=-n, expired_total=n)
+            for q in tx.list_queues():
+                reaped = tx.reap_messages(q.id, now, REAP_LIMIT)
+                tx.add_counters(q.id, depth=-reaped, expired_total=reaped)
+                removed += reaped
+            return removed + tx.reap_dedup(None, now, REAP_LIMIT)
 
     def _maybe_reap(self) -> None:
         if self.clock() - self._last_reap >= self._reap_interval:

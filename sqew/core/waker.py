@@ -12,6 +12,7 @@ class Waker:
         self._cond = threading.Condition()
         self._generation = 0
         self._closed = False
+        self._waiting = 0
 
     @property
     def generation(self) -> int:
@@ -20,8 +21,10 @@ class Waker:
 
     def notify(self) -> None:
         """Something changed: wake every waiter."""
+        self._generation += 1  # unlocked bump: a waiter re-checks it under the lock
+        if not self._waiting:
+            return
         with self._cond:
-            self._generation += 1
             self._cond.notify_all()
 
     def close(self) -> None:
@@ -40,5 +43,9 @@ class Waker:
         """Sleep until the generation differs from ``since`` or ``timeout_s``; True if it moved."""
         with self._cond:
             if self._generation == since and not self._closed:
-                self._cond.wait(timeout_s)
+                self._waiting += 1
+                try:
+                    self._cond.wait(timeout_s)
+                finally:
+                    self._waiting -= 1
             return self._generation != since
