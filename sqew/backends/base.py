@@ -67,6 +67,10 @@ NewMessage = tuple[int, str, int, str | None, int, int, int, bool]
 class Tx(abc.ABC):
     """One database transaction. Every method is one (or a few) statements."""
 
+    @abc.abstractmethod
+    def savepoint(self) -> AbstractContextManager[None]:
+        """A nested scope: rolled back alone if the block raises, kept otherwise."""
+
     # --- queues ---------------------------------------------------------------------------------
     @abc.abstractmethod
     def get_queue(self, name: str) -> QueueRow | None:

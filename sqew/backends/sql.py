@@ -9,7 +9,8 @@ A concrete backend overrides only the class attributes that differ between diale
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from sqew.backends.base import MessageRow, NewMessage, QueueRow, Tx
@@ -36,6 +37,17 @@ class SqlTx(Tx):
 
     def __init__(self, conn: Any) -> None:
         self.c = conn
+
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        self.c.execute("SAVEPOINT op")
+        try:
+            yield
+        except BaseException:
+            self.c.execute("ROLLBACK TO op")
+            self.c.execute("RELEASE op")
+            raise
+        self.c.execute("RELEASE op")
 
     # helpers
     def _one(self, sql: str, params: Any = ()) -> Any:

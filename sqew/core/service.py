@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import msgspec
 
@@ -16,12 +17,14 @@ from sqew import errors, models
 from sqew.backends.base import Backend, NewMessage, QueueRow, Tx
 from sqew.core import rules, views
 from sqew.core.clock import Clock, system_clock
+from sqew.core.group_commit import GroupCommitter
 from sqew.core.waker import Waker
 
 _encode = msgspec.json.encode
 CHANGE_POLL_S = 0.05
 """How often a long poll looks for commits made by other processes (a cheap header read)."""
 REAP_LIMIT = 1000
+T = TypeVar("T")
 
 
 def check_range(name: str, value: int, low: int, high: int | None = None) -> None:
@@ -44,6 +47,8 @@ class QueueService:
         clock: returns epoch milliseconds (tests inject a manual clock).
         reap_interval_ms: how often a poll also removes expired messages and tombstones.
         rng: randomness for backoff jitter.
+        group_commit: run hot-path writes of concurrent callers in shared transactions
+            (one writer thread); for servers with many concurrent requests.
     """
 
     def __init__(
@@ -53,6 +58,7 @@ class QueueService:
         clock: Clock = system_clock,
         reap_interval_ms: int = 1000,
         rng: random.Random | None = None,
+        group_commit: bool = False,
     ) -> None:
         self.backend = backend
         self.clock = clock
@@ -60,8 +66,16 @@ class QueueService:
         self._reap_interval = reap_interval_ms
         self._last_reap = 0
         self._rng = rng or random.Random()
+        self._committer = GroupCommitter(backend) if group_commit else None
 
     # --- helpers --------------------------------------------------------------------------------
+    def _write(self, op: Callable[[Tx], T]) -> T:
+        """Run a hot-path write: in the shared group commit when on, else its own transaction."""
+        if self._committer is not None:
+            return self._committer.run(op)
+        with self.backend.write() as tx:
+            return op(tx)
+
     @staticmethod
     def _queue(tx: Tx, name: str) -> QueueRow:
         row = tx.get_queue(name)
@@ -145,14 +159,17 @@ class QueueService:
             )
         now = self.clock()
         keyed = any(m.idempotency_key is not None for m in messages)
-        with self.backend.write() as tx:
+
+        def op(tx: Tx) -> list[models.EnqueueResult]:
             if keyed:  # duplicates are found inside: count after
-                results = self._enqueue_in(tx, self._queue(tx, queue), messages, now, False)
-            else:  # hot path: one statement finds the queue and counts the batch
-                q = tx.reserve(queue, len(messages))
-                if q is None:
-                    raise errors.QueueNotFound(f"queue '{queue}' does not exist")
-                results = self._enqueue_in(tx, q, messages, now, True)
+                return self._enqueue_in(tx, self._queue(tx, queue), messages, now, False)
+            # hot path: one statement finds the queue and counts the batch
+            q = tx.reserve(queue, len(messages))
+            if q is None:
+                raise errors.QueueNotFound(f"queue '{queue}' does not exist")
+            return self._enqueue_in(tx, q, messages, now, True)
+
+        results = self._write(op)
         self.waker.notify()
         return results
 
@@ -273,14 +290,17 @@ class QueueService:
         self, queue: str, batch: int, visibility_ms: int | None, *, want_due: bool
     ) -> tuple[list[models.LeasedMessage], int | None]:
         now = self.clock()
-        with self.backend.write() as tx:
+
+        def op(tx: Tx) -> tuple[list[models.LeasedMessage], int | None]:
             q = self._queue(tx, queue)
             if tx.has_expired_leases(q.id, now):
                 self._expire_leases(tx, q, now)
             vis = q.visibility_ms if visibility_ms is None else visibility_ms
             rows = tx.claim(q.id, bool(q.lifo), now, batch, now + vis)
             due = tx.next_due(q.id) if want_due and not rows else None
-        return [views.leased(r, q) for r in rows], due
+            return [views.leased(r, q) for r in rows], due
+
+        return self._write(op)
 
     def _expire_leases(self, tx: Tx, q: QueueRow, now: int) -> None:
         if q.parent_id is None:
@@ -295,8 +315,9 @@ class QueueService:
     def ack(self, queue: str, items: Sequence[tuple[int, str]]) -> list[models.ItemResult]:
         """Acknowledge messages; per-item status ``acked`` / ``lease_lost`` / ``not_found``."""
         now = self.clock()
-        out: list[models.ItemResult] = []
-        with self.backend.write() as tx:
+
+        def op(tx: Tx) -> list[models.ItemResult]:
+            out: list[models.ItemResult] = []
             q = self._queue(tx, queue)
             acked = 0
             for msg_id, token in items:
@@ -306,7 +327,9 @@ class QueueService:
                 else:
                     out.append(models.ItemResult(msg_id, self._miss(tx, q, msg_id)))
             tx.add_counters(q.id, depth=-acked, acked_total=acked)
-        return out
+            return out
+
+        return self._write(op)
 
     @staticmethod
     def _miss(tx: Tx, q: QueueRow, msg_id: int) -> str:
@@ -315,8 +338,9 @@ class QueueService:
     def nack(self, queue: str, items: Sequence[models.NackIn]) -> list[models.ItemResult]:
         """Release leases for a retry with backoff, or dead-letter at ``max_attempts``."""
         now = self.clock()
-        out: list[models.ItemResult] = []
-        with self.backend.write() as tx:
+
+        def op(tx: Tx) -> list[models.ItemResult]:
+            out: list[models.ItemResult] = []
             q = self._queue(tx, queue)
             dlq = self._dlq_of(tx, q) if q.parent_id is None else None
             nacked = dead = 0
@@ -341,6 +365,9 @@ class QueueService:
             tx.add_counters(q.id, depth=-dead, nacked_total=nacked, dead_lettered_total=dead)
             if dlq is not None:
                 tx.add_counters(dlq.id, depth=dead)
+            return out
+
+        out = self._write(op)
         self.waker.notify()
         return out
 
@@ -348,10 +375,13 @@ class QueueService:
         """Heartbeat: the lease of a held message ends ``ms`` from now."""
         check_range("ms", ms, 0, 43_200_000)
         now = self.clock()
-        with self.backend.write() as tx:
+
+        def op(tx: Tx) -> None:
             q = self._queue(tx, queue)
             if not tx.extend(q.id, msg_id, token, now + ms):
                 raise _item_error(self._miss(tx, q, msg_id), msg_id)
+
+        self._write(op)
         return models.LeaseExtended(msg_id, now + ms)
 
     # --- reads ----------------------------------------------------------------------------------
@@ -468,8 +498,10 @@ class QueueService:
             self.reap()
 
     def close(self) -> None:
-        """Wake every long poll and close the backend."""
+        """Wake every long poll, finish pending writes and close the backend."""
         self.waker.close()
+        if self._committer is not None:
+            self._committer.close()
         self.backend.close()
 
 
