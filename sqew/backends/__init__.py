@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from sqew import errors
+from sqew.errors import ValidationError
 from sqew.backends.base import Backend
 
 
@@ -26,13 +26,16 @@ def open_backend(
     Raises:
         sqew.errors.Unavailable: the database cannot be opened or is not a sqew database.
         sqew.errors.ValidationError: the target names an unsupported kind of database.
+
+    (``sqew.errors`` is imported by name here: the submodule ``sqew.backends.errors`` would
+    shadow a module-level ``errors``.)
     """
     path = sqlite_path(target)
     if path is None:
         scheme = os.fspath(target).split("://", 1)[0]
-        raise errors.ValidationError(f"unsupported database URL scheme '{scheme}'")
+        raise ValidationError(f"unsupported database URL scheme '{scheme}'")
     if not path:
-        raise errors.ValidationError("empty database path")
+        raise ValidationError("empty database path")
     from sqew.backends.sqlite import SqliteBackend
 
     return SqliteBackend(path, durability=durability, upgrade=upgrade)

@@ -59,6 +59,8 @@ class SqliteBackend(Backend):
                 try:
                     with engine.connect() as sa_conn:
                         _check_schema(sa_conn, upgrade)
+                except errors.SqewError as exc:
+                    raise type(exc)(f"cannot open database '{self.path}': {exc.message}") from None
                 finally:
                     engine.dispose()
         except errors.SqewError:
@@ -181,6 +183,10 @@ def _check_path(path: Path) -> None:
 
 
 def _opening_error(path: Path, exc: BaseException) -> errors.SqewError:
+    if isinstance(exc, PermissionError):
+        return errors.Unavailable(f"cannot open database '{path}': permission denied")
+    if isinstance(exc, OSError):
+        return errors.Unavailable(f"cannot open database '{path}': {exc.strerror or exc}")
     err = translate(exc)
     return type(err)(f"cannot open database '{path}': {err.message}")
 
@@ -211,8 +217,10 @@ def _check_schema(conn: object, upgrade: bool) -> None:
 @contextmanager
 def _file_lock(path: Path) -> Iterator[None]:
     """Serialise first-open migration between processes (flock is independent of SQLite's locks)."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644) if os.access(path.parent, os.W_OK) else \
-        os.open(path, os.O_RDONLY)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except PermissionError:  # a read-only file still gets its schema checked
+        fd = os.open(path, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
