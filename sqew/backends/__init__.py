@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from sqew.errors import ValidationError
 from sqew.backends.base import Backend
+from sqew.errors import ValidationError
 
 
 def sqlite_path(target: str | os.PathLike[str]) -> str | None:
