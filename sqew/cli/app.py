@@ -1,0 +1,196 @@
+"""The root ``sqew`` command: global options, command registration and the exit-status contract.
+
+Each command group lives in its own module (``queue.py``, ``message.py``, …) as a Typer app and
+is registered in ``_register`` below; a new group (``keys``, ``serve``, …) is one import and one
+line there. ``main`` runs the app in Click's non-standalone mode so that this module alone maps
+outcomes to exit statuses (see ``sqew.cli.errors``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+import typer
+import typer.main
+
+from sqew import __version__, errors
+from sqew.cli import errors as cli_errors
+from sqew.cli.state import State
+
+HELP = """sqew: a lightweight, reliable at-least-once message queue.
+
+Works on a local database file (--db, the default ./sqew.db) or a sqew server (--url).
+Global options go before or after the command: `sqew --json queue list` or
+`sqew queue list --json`.
+
+Example:
+
+    sqew queue add --name jobs && sqew message enqueue --queue jobs --payload '{"n": 1}'
+"""
+
+app = typer.Typer(
+    name="sqew",
+    help=HELP,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,  # errors are reported by main(), never as tracebacks
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"sqew {__version__}")
+        raise typer.Exit()
+
+
+def _check_url(value: str | None) -> str | None:
+    if value and not value.startswith(("http://", "https://")):
+        raise typer.BadParameter(f"expected an http:// or https:// URL, got '{value}'")
+    return value or None
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    db: Annotated[
+        str,
+        typer.Option("--db", envvar="SQEW_DB", metavar="PATH",
+                     help="Database file (or sqlite:/// URL) for local mode."),
+    ] = "sqew.db",
+    url: Annotated[
+        str | None,
+        typer.Option("--url", envvar="SQEW_URL", metavar="URL", callback=_check_url,
+                     help="Talk to a sqew server instead of a local file."),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option("--api-key", envvar="SQEW_API_KEY", metavar="KEY",
+                     help="API key for --url (sent as a Bearer token)."),
+    ] = None,
+    json_: Annotated[
+        bool,
+        typer.Option("--json", envvar="SQEW_JSON",
+                     help="Print the JSON the REST API returns for the same call."),
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_show_version, is_eager=True,
+                     help="Print the version and exit."),
+    ] = False,
+) -> None:
+    state = State(db=db, url=url, api_key=api_key, json=json_)
+    ctx.obj = state
+    ctx.call_on_close(state.close)
+
+
+def _register() -> None:
+    # Imported here, after `app` exists, because each module registers into it.
+    from sqew.cli import db, dlq, message, queue, stats
+
+    app.add_typer(db.app, name="db")
+    app.add_typer(queue.app, name="queue")
+    app.add_typer(message.app, name="message")
+    app.add_typer(dlq.app, name="dlq")
+    app.command("stats")(stats.stats)
+
+
+_register()
+
+# --- global options anywhere ---------------------------------------------------------------------
+_GLOBAL_FLAGS = frozenset({"--json"})
+_GLOBAL_VALUED = frozenset({"--db", "--url", "--api-key"})
+
+
+# Commands are Click-style objects (Typer vendors Click privately), so they are read by duck
+# typing: `params` with `opts`/`secondary_opts`/`is_flag`/`count`, groups with `commands`.
+def _option(command: Any, name: str) -> Any:
+    for param in command.params:
+        if name in (*param.opts, *getattr(param, "secondary_opts", ())):
+            return param
+    return None
+
+
+def _takes_value(command: Any, name: str) -> bool:
+    param = _option(command, name)
+    if param is None or not name.startswith("-"):
+        return False
+    return not (getattr(param, "is_flag", False) or getattr(param, "count", False))
+
+
+def hoist_globals(root_command: Any, args: Sequence[str]) -> list[str]:
+    """Move global options written after a command (``sqew queue list --json``) before it.
+
+    Click only parses a group's options before the subcommand name; users write them anywhere.
+    Values of the command's own options are skipped (``--payload --json`` stays a payload),
+    and an option the command itself defines (``serve --db``) stays with the command.
+    """
+    out: list[str] = []
+    hoisted: list[str] = []
+    insert_at: int | None = None  # where the first subcommand name is in `out`
+    command = root_command
+    i = 0
+    while i < len(args):
+        token = args[i]
+        if token == "--":
+            out.extend(args[i:])
+            break
+        name = token.split("=", 1)[0]
+        if token.startswith("-") and token != "-":
+            is_global = name in _GLOBAL_FLAGS or name in _GLOBAL_VALUED
+            target = out
+            if is_global and command is not root_command and _option(command, name) is None:
+                target = hoisted
+            target.append(token)
+            valued = name in _GLOBAL_VALUED if target is hoisted else _takes_value(command, name)
+            if valued and "=" not in token and i + 1 < len(args):
+                target.append(args[i + 1])
+                i += 1
+        else:
+            subcommands = getattr(command, "commands", {})
+            if token in subcommands:
+                if insert_at is None:
+                    insert_at = len(out)
+                command = subcommands[token]
+            out.append(token)
+        i += 1
+    if hoisted and insert_at is not None:
+        out[insert_at:insert_at] = hoisted
+    return out
+
+
+# --- entry point ---------------------------------------------------------------------------------
+def run(argv: Sequence[str] | None = None) -> int:
+    """Run ``sqew`` with ``argv`` (default: the process's) and return its exit status."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        command = typer.main.get_command(app)
+        result = command.main(
+            args=hoist_globals(command, args), prog_name="sqew", standalone_mode=False
+        )
+    except errors.SqewError as exc:
+        return cli_errors.report(exc)
+    except typer.Exit as exc:
+        return exc.exit_code
+    except typer.Abort:
+        return cli_errors.EXIT_FAILED
+    except typer.TyperException as exc:  # usage errors: Click's exceptions derive from it
+        return cli_errors.report_usage(exc)
+    except KeyboardInterrupt:
+        return cli_errors.EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`sqew queue peek | head`): stop quietly, and point stdout at
+        # /dev/null so the interpreter's final flush cannot complain either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return cli_errors.EXIT_FAILED
+    except Exception as exc:
+        return cli_errors.unexpected(exc)
+    return result if isinstance(result, int) else cli_errors.EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point: run ``sqew`` and exit with its status."""
+    sys.exit(run(argv))

@@ -1,0 +1,224 @@
+"""``message enqueue --file``: stream newline-delimited JSON into a queue in batches.
+
+Memory stays flat whatever the file size: lines are read one at a time, at most one batch is
+held, results are only counted, and at most ``KEEP_FAILED`` failed lines are remembered (the
+rest only counted). Each line is checked before it joins a batch, so a bad line is reported
+with its number and skipped; a batch the service rejects for one message's sake (too large,
+invalid) is retried one message at a time so that only the bad lines fail. Errors that are not
+about a message (unknown queue, full queue, database unavailable) stop the run.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, NamedTuple
+
+import msgspec
+from rich.console import Console
+
+from sqew import errors, models
+from sqew.client.base import Client, validation_error
+
+BATCH_SIZE = 500
+KEEP_FAILED = 1000  # failed lines remembered with their error; beyond, only counted
+SHOW_FAILED = 20  # failed lines listed in the human summary
+MAX_RETRY_WAIT_S = 60.0
+
+# Errors caused by one message of a batch: retrying the batch message by message isolates it.
+_PER_MESSAGE = (errors.ValidationError, errors.PayloadTooLarge, errors.InvalidRequest)
+# Transient refusals: wait as told (Retry-After) and send the same batch again.
+_TRANSIENT = (errors.RateLimited, errors.Overloaded)
+_BATCH_INDEX = re.compile(r"^message \d+: ")
+_BOM = b"\xef\xbb\xbf"
+
+
+class LineError(NamedTuple):
+    """A line that was not enqueued, and why."""
+
+    line: int
+    code: str
+    message: str
+
+
+class Summary:
+    """Counts of one run, the failed lines (capped) and where it stopped, if it did."""
+
+    def __init__(self) -> None:
+        self.enqueued = 0
+        self.duplicates = 0
+        self.failed: list[LineError] = []
+        self.failed_total = 0
+        self.stopped_at: int | None = None  # first line not processed when the run stopped
+
+    def fail(self, line: int, exc: errors.SqewError) -> None:
+        """Record that ``line`` failed with ``exc``."""
+        self.failed_total += 1
+        if len(self.failed) < KEEP_FAILED:
+            self.failed.append(LineError(line, exc.code, _BATCH_INDEX.sub("", exc.message)))
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"enqueued", "duplicates", "failed": [{"line", "error": {"code", "message"}}]}``.
+
+        ``failed_not_listed`` is added only when more than ``KEEP_FAILED`` lines failed.
+        """
+        body: dict[str, Any] = {
+            "enqueued": self.enqueued,
+            "duplicates": self.duplicates,
+            "failed": [
+                {"line": f.line, "error": {"code": f.code, "message": f.message}}
+                for f in sorted(self.failed)
+            ],
+        }
+        if self.failed_total > len(self.failed):
+            body["failed_not_listed"] = self.failed_total - len(self.failed)
+        return body
+
+    def render(self, queue: str) -> Callable[[Console], None]:
+        """The human summary: counts, then the first failed lines with their errors."""
+
+        def show(c: Console) -> None:
+            dup = f" ({self.duplicates} duplicate{'s' * (self.duplicates != 1)})"
+            c.print(f"enqueued {self.enqueued} messages to {queue}"
+                    + (dup if self.duplicates else ""), markup=False, soft_wrap=True)
+            if not self.failed_total:
+                return
+            c.print(f"failed {self.failed_total} line{'s' * (self.failed_total != 1)}:",
+                    markup=False, soft_wrap=True)
+            for f in sorted(self.failed)[:SHOW_FAILED]:
+                c.print(f"  line {f.line}: {f.code}: {f.message}", markup=False, soft_wrap=True)
+            more = self.failed_total - min(len(self.failed), SHOW_FAILED)
+            if more:
+                c.print(f"  … and {more} more (use --json to list up to {KEEP_FAILED})",
+                        markup=False, soft_wrap=True)
+
+        return show
+
+
+def parse_plain(line: bytes) -> msgspec.Raw:
+    """One plain line: a JSON value, kept as its exact text."""
+    _check_utf8(line)
+    try:
+        raw: msgspec.Raw = msgspec.json.decode(line, type=msgspec.Raw)
+    except msgspec.DecodeError as exc:
+        raise errors.ValidationError(f"invalid JSON: {exc}") from None
+    return raw
+
+
+def parse_envelope(line: bytes) -> dict[str, Any]:
+    """One ``--envelope`` line: a message object with the API's fields.
+
+    It is decoded straight into ``MessageIn`` — the validation ``message_from_mapping`` does,
+    with unknown fields rejected — so the payload keeps its exact text.
+    """
+    _check_utf8(line)
+    try:
+        m = msgspec.json.decode(line, type=models.MessageIn)
+    except msgspec.ValidationError as exc:
+        raise validation_error(exc) from None
+    except msgspec.DecodeError as exc:
+        raise errors.ValidationError(f"invalid JSON: {exc}") from None
+    fields = {"payload": m.payload, "priority": m.priority, "delay_ms": m.delay_ms,
+              "ttl_ms": m.ttl_ms, "idempotency_key": m.idempotency_key,
+              "attributes": m.attributes}
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def _check_utf8(line: bytes) -> None:
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise errors.ValidationError(f"line is not valid UTF-8 (byte {exc.start + 1})") from None
+
+
+class FileEnqueuer:
+    """Enqueues the lines of one NDJSON stream.
+
+    Args:
+        client: where to enqueue.
+        queue: the queue's name.
+        envelope: lines are message objects (else payloads).
+        defaults: fields for plain-payload lines (priority, delay_ms, ttl_ms, attributes).
+        batch_size: messages per ``enqueue_batch`` call.
+        sleep: how to wait before retrying a rate-limited batch.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        queue: str,
+        *,
+        envelope: bool = False,
+        defaults: Mapping[str, Any] | None = None,
+        batch_size: int = BATCH_SIZE,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.client = client
+        self.queue = queue
+        self.envelope = envelope
+        self.defaults = dict(defaults or {})
+        self.batch_size = batch_size
+        self.sleep = sleep
+        self.summary = Summary()
+
+    def run(self, lines: Iterable[bytes], advance: Callable[[int], None] | None = None) -> Summary:
+        """Enqueue every good line; returns the summary.
+
+        Raises:
+            sqew.errors.SqewError: an error not caused by one message stopped the run;
+                ``self.summary`` holds what was done and ``stopped_at`` the first line not done.
+        """
+        batch: list[tuple[int, dict[str, Any]]] = []
+        for number, raw in enumerate(lines, 1):
+            if advance is not None:
+                advance(len(raw))
+            text = raw.strip()
+            if number == 1 and text.startswith(_BOM):
+                text = text[len(_BOM):].strip()
+            if not text:
+                continue
+            try:
+                batch.append((number, self._message(text)))
+            except errors.SqewError as exc:
+                self.summary.fail(number, exc)
+                continue
+            if len(batch) >= self.batch_size:
+                self._flush(batch)
+                batch = []
+        if batch:
+            self._flush(batch)
+        return self.summary
+
+    def _message(self, text: bytes) -> dict[str, Any]:
+        if self.envelope:
+            return parse_envelope(text)
+        return {"payload": parse_plain(text), **self.defaults}
+
+    def _flush(self, batch: list[tuple[int, dict[str, Any]]]) -> None:
+        try:
+            results = self._send([m for _, m in batch])
+        except _PER_MESSAGE as exc:
+            if len(batch) == 1:
+                self.summary.fail(batch[0][0], exc)
+                return
+            for item in batch:
+                self._flush([item])
+            return
+        except errors.SqewError:
+            self.summary.stopped_at = batch[0][0]
+            raise
+        for r in results:
+            if r.duplicate:
+                self.summary.duplicates += 1
+            else:
+                self.summary.enqueued += 1
+
+    def _send(self, messages: list[dict[str, Any]]) -> list[models.EnqueueResult]:
+        while True:
+            try:
+                return self.client.enqueue_batch(self.queue, messages)
+            except _TRANSIENT as exc:
+                # A token bucket refills and an overload passes: waiting is the right answer
+                # for a bulk load (Ctrl-C stops it).
+                self.sleep(min(exc.retry_after or 1.0, MAX_RETRY_WAIT_S))

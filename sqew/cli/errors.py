@@ -1,0 +1,48 @@
+"""The CLI's one error table: how every failure becomes a stderr line and an exit status.
+
+SPEC §3: 0 success, 1 the operation failed (one line ``error: <Code>: <message>``), 2 usage
+error. Nothing internal (tracebacks, SQL, paths of sqew's own files) reaches the user.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from sqew import errors
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
+
+
+def error_line(exc: errors.SqewError) -> str:
+    """``error: <Code>: <message>`` on one line (newlines in a message are folded)."""
+    message = " ".join(str(exc.message).split())
+    return f"error: {exc.code}: {message}"
+
+
+def report(exc: errors.SqewError) -> int:
+    """Print ``exc`` as SPEC's error line on stderr; returns the exit status (1)."""
+    sys.stderr.write(error_line(exc) + "\n")
+    sys.stderr.flush()
+    return EXIT_FAILED
+
+
+def report_usage(exc: typer.TyperException) -> int:
+    """Print a usage error the way Typer does; returns its exit status (2 for usage errors)."""
+    try:
+        from typer import rich_utils
+
+        rich_utils.rich_format_error(exc)  # type: ignore[arg-type]
+    except Exception:  # a plain line rather than fail while failing
+        sys.stderr.write(f"Error: {exc.format_message()}\n")
+    return exc.exit_code
+
+
+def unexpected(exc: BaseException) -> int:
+    """An exception sqew did not expect: one InternalError line, no traceback."""
+    kind = type(exc).__name__
+    return report(errors.InternalError(f"unexpected {kind}: {exc}" if str(exc) else kind))

@@ -1,0 +1,246 @@
+"""Rendering: a result as the REST API's JSON (``--json``) or as Rich tables and short lines.
+
+The JSON is ``msgspec.json.encode`` of the same wire models the REST server returns, so local
+and remote output match byte for byte in shape (UNSET fields are omitted, as on the wire).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+import msgspec
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from sqew import models
+
+PAYLOAD_WIDTH = 60  # characters of a payload shown in a table cell
+
+_encode = msgspec.json.Encoder().encode
+
+
+def console() -> Console:
+    """A console on stdout; plain (no colour codes, no wrapping surprises) when piped."""
+    return Console(highlight=False, soft_wrap=False)
+
+
+def write_json(value: Any) -> None:
+    """Print one JSON document (a wire model or plain data) on its own line of stdout."""
+    out = sys.stdout.buffer
+    out.write(_encode(value) + b"\n")
+    out.flush()
+
+
+def emit(as_json: bool, value: Any, human: Callable[[Console], None]) -> None:
+    """Print ``value`` as JSON, or call ``human`` with a console for the human form."""
+    if as_json:
+        write_json(value)
+    else:
+        human(console())
+
+
+def line(text: str) -> Callable[[Console], None]:
+    """A human renderer printing one line (markup-free, so names print as given)."""
+    return lambda c: c.print(text, markup=False, soft_wrap=True)
+
+
+# --- small formatters ---------------------------------------------------------------------------
+def when(ms: int | None) -> str:
+    """Epoch milliseconds as local time to the millisecond ('-' for none)."""
+    if ms is None:
+        return "-"
+    moment = datetime.fromtimestamp(ms / 1000).astimezone()
+    return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d}"
+
+
+def clock(ms: int) -> str:
+    """Epoch milliseconds as local time of day (for leases, which last hours at most)."""
+    return datetime.fromtimestamp(ms / 1000).astimezone().strftime("%H:%M:%S")
+
+
+def duration(ms: int | None) -> str:
+    """A duration in milliseconds, human-sized ('-' for none)."""
+    if ms is None:
+        return "-"
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000)):
+        if ms >= size and ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms" if ms < 1000 else f"{ms / 1000:g}s"
+
+
+def payload_text(payload: Any, width: int = PAYLOAD_WIDTH) -> str:
+    """A payload as compact JSON, cut to ``width`` characters."""
+    return _cut(_encode(payload).decode(), width)
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def plural(n: int, word: str) -> str:
+    """``1 message`` / ``2 messages``."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _table(*columns: str) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for name in columns:
+        table.add_column(name, no_wrap=True)
+    return table
+
+
+def _print_with_payload(
+    c: Console, columns: Sequence[str], rows: Sequence[Sequence[str]], payloads: Sequence[Any]
+) -> None:
+    """A table of ``rows`` plus a last payload column cut to the width left on the console.
+
+    One line per message, whatever the payload: the fixed columns are measured first and the
+    payload gets what remains (at least 20 characters).
+    """
+    widths = [max([len(col), *(len(r[i]) for r in rows)]) for i, col in enumerate(columns)]
+    room = max(12, c.width - sum(widths) - 3 * len(columns))  # 3 = padding and rule
+    table = _table(*columns, "payload")
+    for row, payload in zip(rows, payloads, strict=True):
+        table.add_row(*map(escape, row), escape(payload_text(payload, room)))
+    c.print(table)
+
+
+# --- queues -------------------------------------------------------------------------------------
+def queues_table(queues: Sequence[models.Queue]) -> Callable[[Console], None]:
+    """``queue list``: one row per queue."""
+
+    def render(c: Console) -> None:
+        if not queues:
+            c.print("no queues", markup=False)
+            return
+        table = _table("name", "dlq", "visibility", "max attempts", "retention", "order", "archive")
+        for q in queues:
+            table.add_row(
+                escape(q.name), escape(q.dlq or "-"), duration(q.visibility_ms),
+                str(q.max_attempts), duration(q.retention_ms), q.order,
+                "yes" if q.archive else "no",
+            )
+        c.print(table)
+
+    return render
+
+
+def _settings_rows(q: models.Queue) -> list[tuple[str, str]]:
+    rows = [("name", q.name), ("dlq", q.dlq or "- (this is a dead-letter queue)")]
+    for name in models.SETTING_NAMES:
+        if name == "hmac_secret":  # write-only: never returned
+            continue
+        value = getattr(q, name)
+        if name.endswith("_ms"):
+            text = f"{value} ({duration(value)})" if value else str(value)
+        elif isinstance(value, bool):
+            text = "yes" if value else "no"
+        else:
+            text = f"{value:g}" if isinstance(value, float) else str(value)
+        rows.append((name, text))
+    rows.append(("created_at", when(q.created_at)))
+    return rows
+
+
+def _stats_rows(s: models.Stats) -> list[tuple[str, str]]:
+    rows = []
+    for name in s.__struct_fields__:
+        value = getattr(s, name)
+        if name == "queue":
+            continue
+        rows.append((name, duration(value) if name.endswith("_ms") else str(value)))
+    return rows
+
+
+def _pairs(rows: Iterable[tuple[str, str]], title: str | None = None) -> Table:
+    table = Table(box=None, show_header=False, pad_edge=False, title=title, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    for key, value in rows:
+        table.add_row(key, escape(value))
+    return table
+
+
+def queue_detail(q: models.Queue) -> Callable[[Console], None]:
+    """``queue add/update/show``: the settings, and the stats when present."""
+
+    def render(c: Console) -> None:
+        c.print(_pairs(_settings_rows(q)))
+        if isinstance(q.stats, models.Stats):
+            c.print()
+            c.print(_pairs(_stats_rows(q.stats), title="stats"))
+
+    return render
+
+
+def stats_detail(s: models.Stats) -> Callable[[Console], None]:
+    """``stats``: one line per counter."""
+    return lambda c: c.print(_pairs([("queue", s.queue), *_stats_rows(s)]))
+
+
+# --- messages -----------------------------------------------------------------------------------
+def messages_table(
+    messages: Sequence[models.Message], *, empty: str = "no messages", dlq: bool = False
+) -> Callable[[Console], None]:
+    """``peek`` / ``dlq list``: one row per message (no tokens)."""
+
+    def render(c: Console) -> None:
+        if not messages:
+            c.print(empty, markup=False)
+            return
+        columns = ["id", "priority", "attempts", "enqueued", *(["last error"] if dlq else [])]
+        rows = [
+            [str(m.id), str(m.priority), str(m.attempts), when(m.enqueued_at),
+             *([_cut(m.last_error or "-", 40)] if dlq else [])]
+            for m in messages
+        ]
+        _print_with_payload(c, columns, rows, [m.payload for m in messages])
+
+    return render
+
+
+def leased_table(messages: Sequence[models.LeasedMessage]) -> Callable[[Console], None]:
+    """``message get/poll``: the ``id:token`` handle to ack with, then the message."""
+
+    def render(c: Console) -> None:
+        if not messages:
+            c.print("no messages ready", markup=False)
+            return
+        rows = [[f"{m.id}:{m.token}", str(m.attempts), clock(m.lease_expires_at)]
+                for m in messages]
+        _print_with_payload(c, ["id:token", "attempts", "lease until"], rows,
+                            [m.payload for m in messages])
+
+    return render
+
+
+def message_detail(m: models.Message) -> Callable[[Console], None]:
+    """``message peek``: every field of one message."""
+
+    def render(c: Console) -> None:
+        rows = [
+            ("id", str(m.id)), ("queue", m.queue), ("priority", str(m.priority)),
+            ("attempts", str(m.attempts)), ("enqueued_at", when(m.enqueued_at)),
+            ("available_at", when(m.available_at)), ("expires_at", when(m.expires_at)),
+            ("last_error", m.last_error or "-"),
+            ("attributes", _encode(m.attributes).decode() if m.attributes else "-"),
+            ("payload", _encode(m.payload).decode()),
+        ]
+        c.print(_pairs(rows))
+
+    return render
+
+
+def results_lines(results: Sequence[models.ItemResult]) -> Callable[[Console], None]:
+    """``message ack/nack``: ``<id> <status>`` per item."""
+
+    def render(c: Console) -> None:
+        for r in results:
+            c.print(f"{r.id} {r.status}", markup=False)
+
+    return render
