@@ -67,23 +67,25 @@ def enqueue(
     if (payload is None) == (file is None):
         raise typer.BadParameter("give exactly one of --payload or --file",
                                  param_hint="'--payload' / '--file'")
-    attributes = params.attributes(attr)
+    fields = {"priority": priority, "delay_ms": delay_ms, "ttl_ms": ttl_ms,
+              "idempotency_key": idempotency_key, "attributes": params.attributes(attr)}
+    fields = {k: v for k, v in fields.items() if v is not None}
+    if envelope and fields:  # never silently ignore an option
+        given = ", ".join("--attr" if k == "attributes" else f"--{k.replace('_', '-')}"
+                          for k in fields)
+        raise typer.BadParameter(f"{given} cannot be combined with --envelope: put the "
+                                 "field in the message object instead", param_hint="'--envelope'")
     if file is not None:
-        if idempotency_key is not None:
-            raise typer.BadParameter(
-                "one key for many lines would make all but the first a duplicate; "
-                "with --file put idempotency_key in each line and use --envelope",
-                param_hint="'--idempotency-key'")
-        defaults = {"priority": priority, "delay_ms": delay_ms, "ttl_ms": ttl_ms,
-                    "attributes": attributes}
-        _enqueue_file(state, queue, file, envelope, {k: v for k, v in defaults.items()
-                                                     if v is not None})
-        return
-    assert payload is not None
-    fields: dict[str, Any] = {"priority": priority, "delay_ms": delay_ms, "ttl_ms": ttl_ms,
-                              "idempotency_key": idempotency_key, "attributes": attributes}
+        _enqueue_file(state, queue, file, envelope, fields)
+    else:
+        assert payload is not None
+        _enqueue_one(state, queue, payload, envelope, fields)
+
+
+def _enqueue_one(
+    state: State, queue: str, payload: str, envelope: bool, fields: dict[str, Any]
+) -> None:
     if envelope:
-        _no_fields_with_envelope(fields)
         fields = bulk.parse_envelope(payload.encode(errors="surrogateescape"))
         raw = fields.pop("payload")
     else:
@@ -93,21 +95,15 @@ def enqueue(
     output.emit(state.json, result, output.line(f"{word} {result.message_id}"))
 
 
-def _no_fields_with_envelope(fields: dict[str, Any]) -> None:
-    given = [f"--{k.replace('_', '-')}" for k, v in fields.items() if v is not None]
-    if given:
-        raise typer.BadParameter(
-            f"{', '.join(given)} cannot be combined with --envelope: "
-            "put the field in the message object instead",
-            param_hint="'--envelope'")
-
-
 def _enqueue_file(
     state: State, queue: str, file: str, envelope: bool, defaults: dict[str, Any]
 ) -> None:
-    if envelope:
-        _no_fields_with_envelope(defaults)
-    elif defaults:
+    if "idempotency_key" in defaults:
+        raise typer.BadParameter(
+            "one key for many lines would make all but the first a duplicate; "
+            "with --file put idempotency_key in each line and use --envelope",
+            param_hint="'--idempotency-key'")
+    if defaults:
         message_in(None, **defaults)  # reject a bad --priority etc. before reading anything
     enqueuer = bulk.FileEnqueuer(state.client, queue, envelope=envelope, defaults=defaults)
     stopped: errors.SqewError | None = None

@@ -3,9 +3,11 @@ REST API's, SPEC §2) and sane human output."""
 
 from __future__ import annotations
 
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 
 from sqew import migrate
 
@@ -243,3 +245,26 @@ def test_python_dash_m_runs_the_same_cli() -> None:
     proc = subprocess.run([sys.executable, "-m", "sqew", "--version"], capture_output=True,
                           text=True, timeout=60, check=False)
     assert proc.returncode == 0 and proc.stdout.startswith("sqew "), proc
+
+
+def test_ctrl_c_during_a_long_poll_exits_130_quietly(sqew) -> None:
+    sqew.arrange("q").close()
+    wal = sqew.db.with_name(sqew.db.name + "-wal")
+    assert not wal.exists()  # the last close checkpointed and removed it
+    proc = subprocess.Popen(
+        [sqew.binary, "--db", str(sqew.db), "message", "poll", "--queue", "q",
+         "--wait-ms", "20000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=sqew.cwd, env=sqew.env,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not wal.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)  # the -wal file appears once sqew has opened the database
+        assert wal.exists() and proc.poll() is None
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert (proc.returncode, out, err) == (130, b"", b"")

@@ -51,7 +51,6 @@ USAGE_ERRORS = [
     ("queue", "frobnicate"),
     ("message", "ack", "--queue", "jobs", "--ids", "5"),
     ("message", "ack", "--queue", "jobs", "--ids", "x:tok"),
-    ("message", "ack", "--queue", "jobs", "--ids", ","),
     ("message", "nack", "--queue", "jobs", "--ids", "1:"),
     ("message", "extend-lease", "--queue", "jobs", "--id", "7", "--ms", "10"),
     ("message", "enqueue", "--queue", "jobs"),  # neither --payload nor --file
@@ -60,10 +59,8 @@ USAGE_ERRORS = [
     ("message", "enqueue", "--queue", "jobs", "--file", "does-not-exist.ndjson"),
     ("message", "enqueue", "--queue", "jobs", "--file", "-", "--idempotency-key", "k"),
     ("message", "enqueue", "--queue", "jobs", "--file", "-", "--envelope", "--priority", "1"),
-    ("message", "peek", "--queue", "jobs", "--id", "abc"),
     ("dlq", "requeue", "--queue", "jobs", "--ids", "1,x"),
     ("--url", "ftp://example.com", "queue", "list"),
-    ("--no-such-option",),
 ]
 
 
