@@ -17,7 +17,15 @@ MAX_BATCH_ENQUEUE = 1000
 MAX_POLL_BATCH = 100
 MAX_WAIT_MS = 20000
 MAX_TTL_MS = 1_209_600_000
-QUEUE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,79}$"
+# `$` in Python's re also matches before a final newline; this lookahead ends the string in both
+# Python and the ECMA-262 dialect of the OpenAPI schema.
+END_OF_TEXT = r"(?![\s\S])"
+QUEUE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,79}" + END_OF_TEXT
+
+# What each pattern means, for error messages people can act on.
+PATTERN_HINTS = {
+    QUEUE_NAME_PATTERN: "1-80 letters, digits, '_' or '-', starting with a letter or digit",
+}
 
 QueueName = Annotated[str, Meta(pattern=QUEUE_NAME_PATTERN)]
 VisibilityMs = Annotated[int, Meta(ge=0, le=43_200_000)]
@@ -30,12 +38,16 @@ MaxPayloadBytes = Annotated[int, Meta(ge=1, le=1_048_576)]
 NonNegInt = Annotated[int, Meta(ge=0)]
 NonNegFloat = Annotated[float, Meta(ge=0)]
 Order = Literal["fifo", "lifo"]
-HmacSecret = Annotated[str, Meta(min_length=16, max_length=1024)]
+# SPEC counts the minimum in bytes (UTF-8), which a schema cannot say: rules.check_hmac_secret
+# checks it.
+HmacSecret = Annotated[str, Meta(max_length=1024, description="at least 16 bytes of UTF-8")]
 
 Priority = Annotated[int, Meta(ge=-1000, le=1000)]
 DelayMs = Annotated[int, Meta(ge=0, le=MAX_TTL_MS)]
 TtlMs = Annotated[int, Meta(ge=1000, le=MAX_TTL_MS)]
-IdempotencyKey = Annotated[str, Meta(min_length=1, max_length=128, pattern=r"^[\x20-\x7e]+$")]
+IdempotencyKey = Annotated[
+    str, Meta(min_length=1, max_length=128, pattern=r"^[\x20-\x7e]+" + END_OF_TEXT)
+]
 AttrKey = Annotated[str, Meta(min_length=1, max_length=64)]
 AttrValue = Annotated[str, Meta(max_length=1024)]
 Attributes = Annotated[dict[AttrKey, AttrValue], Meta(max_length=10)]

@@ -236,6 +236,10 @@ def validation_error(exc: msgspec.ValidationError) -> errors.ValidationError:
     path = text.rsplit(" - at `", 1)[1].rstrip("`") if " - at `" in text else "$"
     field = path[2:] if path.startswith("$.") else path
     reason = text.split(" - at `")[0]
+    for pattern, hint in models.PATTERN_HINTS.items():
+        if f"matching regex {pattern!r}" in reason:
+            reason = f"Expected `str` of {hint}"
+            text = f"{reason} - at `{path}`"
     return errors.ValidationError(text, details=[{"field": field, "message": reason}])
 
 

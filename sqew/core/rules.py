@@ -40,6 +40,18 @@ def check_backoff(base_ms: int, max_ms: int) -> None:
         )
 
 
+HMAC_SECRET_MIN_BYTES = 16
+
+
+def check_hmac_secret(secret: str | None) -> None:
+    """An HMAC secret must be at least 16 bytes of UTF-8 (SPEC §1)."""
+    if secret is not None and len(secret.encode()) < HMAC_SECRET_MIN_BYTES:
+        raise errors.ValidationError(
+            "hmac_secret must be at least 16 bytes",
+            details=[{"field": "hmac_secret", "message": "must be at least 16 bytes"}],
+        )
+
+
 def backoff_ms(attempts: int, base_ms: int, max_ms: int, rng: random.Random | None = None) -> int:
     """Retry delay after the ``attempts``-th delivery: ``min(max, base * 2^(attempts-1))`` + jitter.
 

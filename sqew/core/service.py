@@ -524,6 +524,7 @@ def _settings_columns(settings: models.QueueSettings, base: dict[str, object]) -
         if value is not msgspec.UNSET:
             merged[name] = value
     rules.check_backoff(merged["backoff_base_ms"], merged["backoff_max_ms"])  # type: ignore[arg-type]
+    rules.check_hmac_secret(merged["hmac_secret"])  # type: ignore[arg-type]
     order = merged.pop("order")
     merged["lifo"] = order == "lifo"
     return merged
