@@ -8,7 +8,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, inspect
+from sqlalchemy import Connection, create_engine, inspect, pool
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
@@ -48,3 +48,13 @@ def upgrade(connection: Connection) -> None:
     """Apply every pending revision on ``connection`` and commit."""
     command.upgrade(alembic_config(connection), "head")
     connection.commit()
+
+
+def upgrade_file(path: str | Path) -> None:
+    """Apply every pending revision to the SQLite file at ``path``."""
+    engine = create_engine(f"sqlite:///{path}", poolclass=pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            upgrade(conn)
+    finally:
+        engine.dispose()

@@ -239,6 +239,15 @@ class Backend(abc.ABC):
         """Raise ``Unavailable`` unless the database answers."""
 
     @abc.abstractmethod
+    def schema_revision(self) -> str | None:
+        """The migration revision the database is at now (None: no sqew schema)."""
+
+    @property
+    @abc.abstractmethod
+    def schema_head(self) -> str:
+        """The revision this code's schema is at (a ready database is at it)."""
+
+    @abc.abstractmethod
     def close(self) -> None:
         """Close every connection."""
 

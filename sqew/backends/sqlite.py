@@ -16,14 +16,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy import create_engine, pool
-
-from sqew import errors, migrate
+from sqew import errors
 from sqew.backends.base import Backend, Tx
 from sqew.backends.errors import translate
 from sqew.backends.sql import SqlTx
 
 BUSY_TIMEOUT_MS = 30_000
+
+SCHEMA_HEAD = "0001"
+"""The Alembic head revision this code writes (a test keeps it equal to Alembic's head).
+
+Known here so that opening an up-to-date database costs one query, without importing
+SQLAlchemy's engine or Alembic (a CLI command starts in a fraction of the time).
+"""
 
 
 class SqliteBackend(Backend):
@@ -51,22 +56,44 @@ class SqliteBackend(Backend):
 
     # --- opening --------------------------------------------------------------------------------
     def _prepare(self, upgrade: bool) -> None:
+        """Check the schema, migrating a new file; refuse a foreign or newer one untouched.
+
+        The checks run on a bare connection, before WAL mode is switched on, so a refused file
+        is left exactly as it was.
+        """
         try:
-            conn = self._connect()
-            conn.close()
-            with _file_lock(self.path):
-                engine = create_engine(f"sqlite:///{self.path}", poolclass=pool.NullPool)
+            if _schema_revision(self.path) == SCHEMA_HEAD:
+                return
+            with _file_lock(self.path):  # first open: one process migrates, others wait
                 try:
-                    with engine.connect() as sa_conn:
-                        _check_schema(sa_conn, upgrade)
+                    self._check_and_migrate(upgrade)
                 except errors.SqewError as exc:
                     raise type(exc)(f"cannot open database '{self.path}': {exc.message}") from None
-                finally:
-                    engine.dispose()
         except errors.SqewError:
             raise
         except Exception as exc:
             raise _opening_error(self.path, exc) from exc
+
+    def _check_and_migrate(self, upgrade: bool) -> None:
+        rev = _schema_revision(self.path)
+        if rev == SCHEMA_HEAD:
+            return
+        from sqew import migrate  # Alembic only when a schema must be checked or written
+
+        if rev is None:
+            if _has_tables(self.path):
+                raise errors.Unavailable("the file is a SQLite database but not a sqew database")
+        elif rev not in migrate.known_revisions():
+            raise errors.Unavailable(
+                f"the database schema ({rev}) is newer than this sqew knows; upgrade sqew"
+            )
+        elif not upgrade:
+            raise errors.Unavailable(
+                f"the database schema ({rev}) is older than this sqew's ({SCHEMA_HEAD}); "
+                "run `sqew db upgrade`"
+            )
+        self._connect().close()  # WAL from the first write on
+        migrate.upgrade_file(self.path)
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(
@@ -162,6 +189,17 @@ class SqliteBackend(Backend):
         except sqlite3.Error as exc:
             raise translate(exc) from exc
 
+    def schema_revision(self) -> str | None:
+        try:
+            row = self._conn().execute("SELECT version_num FROM alembic_version").fetchone()
+        except sqlite3.Error as exc:
+            raise translate(exc) from exc
+        return None if row is None else str(row[0])
+
+    @property
+    def schema_head(self) -> str:
+        return SCHEMA_HEAD
+
     def close(self) -> None:
         self._closed = True
         with self._lock:
@@ -191,27 +229,38 @@ def _opening_error(path: Path, exc: BaseException) -> errors.SqewError:
     return type(err)(f"cannot open database '{path}': {err.message}")
 
 
-def _check_schema(conn: object, upgrade: bool) -> None:
-    from sqlalchemy import Connection
+def _bare_connection(path: Path) -> sqlite3.Connection:
+    """A connection that changes nothing about the file (no WAL switch, no pragmas)."""
+    conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    return conn
 
-    assert isinstance(conn, Connection)
-    rev = migrate.current(conn)
-    if rev is None:
-        if migrate.has_tables(conn):
-            raise errors.Unavailable("the file is a SQLite database but not a sqew database")
-        migrate.upgrade(conn)
-        return
-    if rev not in migrate.known_revisions():
-        raise errors.Unavailable(
-            f"the database schema ({rev}) is newer than this sqew knows; upgrade sqew"
-        )
-    if rev != migrate.head():
-        if not upgrade:
-            raise errors.Unavailable(
-                f"the database schema ({rev}) is older than this sqew's ({migrate.head()}); "
-                "run `sqew db upgrade`"
-            )
-        migrate.upgrade(conn)
+
+def _schema_revision(path: Path) -> str | None:
+    """The revision in ``alembic_version``, or None when there is no such table.
+
+    Raises sqlite3.DatabaseError for a file that is not a database.
+    """
+    conn = _bare_connection(path)
+    try:
+        conn.execute("PRAGMA schema_version").fetchone()  # fails fast on a non-database
+        try:
+            row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return None
+            raise
+        return None if row is None else str(row[0])
+    finally:
+        conn.close()
+
+
+def _has_tables(path: Path) -> bool:
+    conn = _bare_connection(path)
+    try:
+        return conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is not None
+    finally:
+        conn.close()
 
 
 @contextmanager
