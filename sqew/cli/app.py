@@ -89,13 +89,14 @@ def root(
 
 def _register() -> None:
     # Imported here, after `app` exists, because each module registers into it.
-    from sqew.cli import db, dlq, message, queue, stats
+    from sqew.cli import db, dlq, message, queue, serve, stats
 
     app.add_typer(db.app, name="db")
     app.add_typer(queue.app, name="queue")
     app.add_typer(message.app, name="message")
     app.add_typer(dlq.app, name="dlq")
     app.command("stats")(stats.stats)
+    serve.register(app)
 
 
 _register()

@@ -1,0 +1,289 @@
+"""HttpClient: the Client API over a sqew server's REST API (SPEC §2, §7), on httpx.
+
+Same methods, models and errors as ``LocalClient``: JSON answers decode into ``sqew.models``
+(payloads into Python values), error envelopes raise the SqewError class named by their code,
+and a server that cannot be reached raises ``Unavailable``. The ``httpx.Client`` is injectable,
+so tests can pass Litestar's ``TestClient`` (an ``httpx.Client``) to drive an app in-process.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import httpx
+import msgspec
+
+from sqew import __version__, errors, models
+from sqew.client.base import Client, convert, message_from_mapping, message_in
+
+T = TypeVar("T")
+DEFAULT_TIMEOUT_S = 30.0
+_encode = msgspec.json.Encoder().encode
+_ENVELOPE = msgspec.json.Decoder(dict[str, Any])
+
+
+class HttpClient(Client):
+    """A client of a sqew server.
+
+    Args:
+        target: the server's base URL, e.g. ``http://127.0.0.1:8888``.
+        api_key: sent as ``Authorization: Bearer <key>``.
+        timeout: seconds to wait for a response (a long poll adds its ``wait_ms``).
+        http: an ``httpx.Client`` to use instead of a new one (its base URL is kept); it is
+            not closed by ``close()``.
+    """
+
+    def __init__(
+        self,
+        target: str = "http://127.0.0.1:8888",
+        *,
+        api_key: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        http: httpx.Client | None = None,
+    ) -> None:
+        self.base_url = str(target).rstrip("/")
+        self.timeout = timeout
+        headers = {"user-agent": f"sqew/{__version__}", "accept": "application/json"}
+        if api_key:
+            headers["authorization"] = f"Bearer {api_key}"
+        self._owned = http is None
+        self._http = http or httpx.Client(base_url=self.base_url, timeout=timeout)
+        self._headers = headers
+
+    # --- transport ------------------------------------------------------------------------------
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> httpx.Response:
+        content = None if body is None else _encode(body)
+        all_headers = dict(self._headers)
+        if content is not None:
+            all_headers["content-type"] = "application/json"
+        all_headers.update(headers or {})
+        query = {k: v for k, v in (params or {}).items() if v is not None}
+        try:
+            response = self._http.request(
+                method, self._url(path), content=content, params=query, headers=all_headers,
+                timeout=timeout if timeout is not None else self.timeout,
+            )
+        except httpx.TimeoutException as exc:
+            raise errors.Unavailable(
+                f"the server at {self.base_url} did not answer in time ({type(exc).__name__})"
+            ) from exc
+        except httpx.TransportError as exc:
+            raise errors.Unavailable(f"cannot reach server at {self.base_url}: {exc}") from exc
+        if response.status_code >= 400:
+            raise _error(response)
+        return response
+
+    def _url(self, path: str) -> str:
+        # An injected httpx.Client may carry its own base URL (Litestar's TestClient does).
+        return path if str(self._http.base_url) else self.base_url + path
+
+    def _call(self, type_: type[T], method: str, path: str, **kwargs: Any) -> T:
+        response = self._request(method, path, **kwargs)
+        try:
+            return msgspec.json.decode(response.content, type=type_)
+        except msgspec.MsgspecError as exc:
+            raise errors.InternalError(
+                f"unexpected response from {self.base_url}{path}: {exc}"
+            ) from exc
+
+    @staticmethod
+    def _q(name: str) -> str:
+        return quote(name, safe="")
+
+    # --- queues ---------------------------------------------------------------------------------
+    def create_queue(self, name: str, **settings: Any) -> models.Queue:
+        spec = convert({"name": name, **settings}, models.QueueCreate)
+        return self._call(models.Queue, "POST", "/queues", body=spec)
+
+    def list_queues(self) -> list[models.Queue]:
+        return self._call(models.QueueList, "GET", "/queues").queues
+
+    def get_queue(self, name: str) -> models.Queue:
+        return self._call(models.Queue, "GET", f"/queues/{self._q(name)}")
+
+    def update_queue(self, name: str, **settings: Any) -> models.Queue:
+        body = convert(settings, models.QueueSettings)
+        return self._call(models.Queue, "PATCH", f"/queues/{self._q(name)}", body=body)
+
+    def delete_queue(self, name: str) -> None:
+        self._request("DELETE", f"/queues/{self._q(name)}")
+
+    # --- messages -------------------------------------------------------------------------------
+    def enqueue(
+        self,
+        queue: str,
+        payload: Any,
+        *,
+        priority: int | None = None,
+        delay_ms: int | None = None,
+        ttl_ms: int | None = None,
+        idempotency_key: str | None = None,
+        attributes: Mapping[str, str] | None = None,
+    ) -> models.EnqueueResult:
+        msg = message_in(
+            payload, priority=priority, delay_ms=delay_ms, ttl_ms=ttl_ms,
+            idempotency_key=idempotency_key, attributes=attributes,
+        )
+        return self._call(models.EnqueueResult, "POST", f"/queues/{self._q(queue)}/messages",
+                          body=msg)
+
+    def enqueue_batch(
+        self, queue: str, messages: Iterable[Mapping[str, Any]]
+    ) -> list[models.EnqueueResult]:
+        batch = []
+        for i, item in enumerate(messages):
+            try:
+                batch.append(message_from_mapping(item))
+            except errors.ValidationError as exc:
+                raise errors.ValidationError(
+                    f"message {i}: {exc.message}", details=exc.details
+                ) from None
+        result = self._call(models.EnqueueBatchResult, "POST",
+                            f"/queues/{self._q(queue)}/messages",
+                            body=models.MessageBatchIn(batch))
+        return result.messages
+
+    def poll(
+        self, queue: str, *, batch: int = 1, wait_ms: int = 0, visibility_ms: int | None = None
+    ) -> list[models.LeasedMessage]:
+        params = {"batch": batch, "wait_ms": wait_ms, "visibility_ms": visibility_ms}
+        waited = max(0, wait_ms) / 1000 if isinstance(wait_ms, int) else 0
+        result = self._call(models.LeasedMessageList, "POST", f"/queues/{self._q(queue)}/poll",
+                            params=params, timeout=self.timeout + waited)
+        return result.messages
+
+    def ack(self, queue: str, id: int, token: str) -> models.ItemResult:
+        body = {"id": id, "token": token}
+        return self._call(models.ResultList, "POST", f"/queues/{self._q(queue)}/ack",
+                          body=body).results[0]
+
+    def ack_batch(self, queue: str, acks: Iterable[tuple[int, str]]) -> list[models.ItemResult]:
+        body = {"acks": [{"id": i, "token": t} for i, t in acks]}
+        return self._call(models.ResultList, "POST", f"/queues/{self._q(queue)}/ack",
+                          body=body).results
+
+    def nack(
+        self, queue: str, id: int, token: str, *, delay_ms: int | None = None,
+        error: str | None = None,
+    ) -> models.ItemResult:
+        body = _without_none({"id": id, "token": token, "delay_ms": delay_ms, "error": error})
+        return self._call(models.ResultList, "POST", f"/queues/{self._q(queue)}/nack",
+                          body=body).results[0]
+
+    def nack_batch(
+        self, queue: str, nacks: Iterable[Mapping[str, Any]]
+    ) -> list[models.ItemResult]:
+        body = {"nacks": [_without_none(n) for n in nacks]}
+        return self._call(models.ResultList, "POST", f"/queues/{self._q(queue)}/nack",
+                          body=body).results
+
+    def extend_lease(self, queue: str, id: int, token: str, ms: int) -> models.LeaseExtended:
+        body = {"id": id, "token": token, "ms": ms}
+        return self._call(models.LeaseExtended, "POST",
+                          f"/queues/{self._q(queue)}/extend-lease", body=body)
+
+    def stats(self, queue: str) -> models.Stats:
+        return self._call(models.Stats, "GET", f"/queues/{self._q(queue)}/stats")
+
+    def peek(self, queue: str, *, limit: int = 10) -> list[models.Message]:
+        return self._call(models.MessageList, "GET", f"/queues/{self._q(queue)}/peek",
+                          params={"limit": limit}).messages
+
+    def get_message(self, queue: str, id: int) -> models.Message:
+        return self._call(models.Message, "GET", f"/queues/{self._q(queue)}/messages/{id}")
+
+    def remove_message(self, queue: str, id: int) -> None:
+        self._request("DELETE", f"/queues/{self._q(queue)}/messages/{id}")
+
+    def purge(self, queue: str) -> int:
+        return self._call(models.Purged, "POST", f"/queues/{self._q(queue)}/purge").purged
+
+    def dlq_list(
+        self, queue: str, *, limit: int = 100, after_id: int | None = None
+    ) -> list[models.Message]:
+        return self._call(models.MessageList, "GET", f"/queues/{self._q(queue)}/dlq",
+                          params={"limit": limit, "after_id": after_id}).messages
+
+    def dlq_requeue(self, queue: str, ids: Iterable[int] | None = None) -> int:
+        body = None if ids is None else {"ids": list(ids)}
+        return self._call(models.Requeued, "POST", f"/queues/{self._q(queue)}/dlq/requeue",
+                          body=body).requeued
+
+    def dlq_purge(self, queue: str) -> int:
+        return self._call(models.Purged, "POST", f"/queues/{self._q(queue)}/dlq/purge").purged
+
+    def compact(self, queue: str) -> int:
+        return self._call(models.Removed, "POST", f"/queues/{self._q(queue)}/compact").removed
+
+    # --- operations -----------------------------------------------------------------------------
+    def health(self) -> models.Health:
+        return self._call(models.Health, "GET", "/healthz")
+
+    def ready(self) -> models.Health:
+        """``/readyz``: raises ``Unavailable`` unless the database answers at the newest schema."""
+        return self._call(models.Health, "GET", "/readyz")
+
+    def metrics(self) -> str:
+        """The server's ``/metrics`` in the Prometheus text format."""
+        return self._request("GET", "/metrics", headers={"accept": "text/plain"}).text
+
+    def close(self) -> None:
+        if self._owned:
+            self._http.close()
+
+
+def _without_none(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in item.items() if v is not None}
+
+
+def _error(response: httpx.Response) -> errors.SqewError:
+    """The SqewError an error response stands for (its envelope, or its status)."""
+    retry_after = _retry_after(response.headers.get("retry-after"))
+    try:
+        body = _ENVELOPE.decode(response.content)["error"]
+        code, message = str(body["code"]), str(body["message"])
+        details = body.get("details")
+    except (msgspec.MsgspecError, KeyError, TypeError):
+        cls = _BY_STATUS.get(response.status_code, errors.InternalError)
+        text = response.text.strip()[:200] or response.reason_phrase
+        return cls(f"HTTP {response.status_code} from the server: {text}",
+                   retry_after=retry_after)
+    return errors.by_code(code)(
+        message, details=details if isinstance(details, list) else None, retry_after=retry_after
+    )
+
+
+def _retry_after(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+_BY_STATUS: dict[int, type[errors.SqewError]] = {
+    400: errors.InvalidRequest,
+    401: errors.Unauthorized,
+    403: errors.Forbidden,
+    404: errors.NotFound,
+    405: errors.MethodNotAllowed,
+    413: errors.PayloadTooLarge,
+    429: errors.Overloaded,
+    502: errors.Unavailable,
+    503: errors.Unavailable,
+    504: errors.Unavailable,
+}

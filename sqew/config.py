@@ -1,0 +1,145 @@
+"""Server settings: defaults ← TOML file ← ``SQEW_*`` environment ← command-line flags.
+
+``Settings`` is frozen and passed in (``create_app(settings)``, ``run(settings)``); nothing reads
+the environment behind the caller's back. ``Settings.load`` does the layering once, at the edge.
+Each setting ``x`` has the environment variable ``SQEW_X`` and the TOML key ``x`` (or ``x`` with
+dashes); ``SQEW_CONFIG`` names a TOML file when no ``--config`` is given.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta
+
+from sqew import errors
+
+ENV_PREFIX = "SQEW_"
+CONFIG_ENV = "SQEW_CONFIG"
+_TRUE = {"yes", "on"}
+_FALSE = {"no", "off", ""}
+
+Port = Annotated[int, Meta(ge=0, le=65535)]
+Positive = Annotated[int, Meta(ge=1)]
+LogLevel = Literal["critical", "error", "warning", "info", "debug"]
+
+
+class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """Everything ``sqew serve`` can be told.
+
+    Attributes:
+        db: database file path or URL.
+        host: interface to listen on.
+        port: TCP port (0 picks a free one).
+        workers: server processes sharing the database.
+        durability: ``normal`` (process-crash safe) or ``full`` (power-loss safe).
+        max_body_bytes: request bodies above this are refused with 413 while streaming.
+        threads: threads running database calls per process.
+        poll_threads: long polls that may wait at once per process (more wait their turn).
+        group_commit: run concurrent writes in shared transactions (one writer thread).
+        graceful_timeout_s: how long in-flight requests may run after SIGINT/SIGTERM.
+        reap_interval_ms: how often expired messages are removed.
+        log_level: server log level.
+        access_log: log every request.
+    """
+
+    db: str = "sqew.db"
+    host: str = "127.0.0.1"
+    port: Port = 8888
+    workers: Positive = 1
+    durability: Literal["normal", "full"] = "normal"
+    max_body_bytes: Positive = 16 * 1024 * 1024
+    threads: Positive = 32
+    poll_threads: Positive = 256
+    group_commit: bool = True
+    graceful_timeout_s: Annotated[float, Meta(ge=0)] = 10.0
+    reap_interval_ms: Positive = 1000
+    log_level: LogLevel = "info"
+    access_log: bool = False
+
+    @classmethod
+    def load(
+        cls,
+        config: str | os.PathLike[str] | None = None,
+        *,
+        env: Mapping[str, str] | None = None,
+        **flags: Any,
+    ) -> Settings:
+        """Layer defaults, a TOML file, ``SQEW_*`` variables and flags (``None`` = not given).
+
+        Args:
+            config: a TOML file (default: ``$SQEW_CONFIG`` if set).
+            env: the environment to read (default ``os.environ``).
+            flags: values given on the command line; ``None`` values are ignored.
+
+        Raises:
+            sqew.errors.ValidationError: an unknown key, a bad value or an unreadable file.
+        """
+        env = os.environ if env is None else env
+        path = config if config is not None else env.get(CONFIG_ENV) or None
+        values: dict[str, Any] = {}
+        if path is not None:
+            values.update(_read_toml(Path(path)))
+        values.update(_from_env(env))
+        values.update({k: v for k, v in flags.items() if v is not None})
+        return cls.from_mapping(values, source=str(path) if path else "settings")
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any], *, source: str = "settings") -> Settings:
+        """Validate settings given as a mapping (strings are converted: ``"8888"`` → 8888)."""
+        fixed = {k: _bool_word(v) if k in _BOOLS else v for k, v in values.items()}
+        try:
+            return msgspec.convert(fixed, cls, strict=False)
+        except msgspec.ValidationError as exc:
+            raise errors.ValidationError(f"invalid {source}: {exc}") from None
+
+    def to_env(self) -> dict[str, str]:
+        """These settings as ``SQEW_*`` variables (how worker processes receive them)."""
+        out: dict[str, str] = {}
+        for name in self.__struct_fields__:
+            value = getattr(self, name)
+            out[ENV_PREFIX + name.upper()] = str(value).lower() if isinstance(value, bool) else (
+                str(value)
+            )
+        return out
+
+
+_BOOLS = {name for name, t in Settings.__annotations__.items() if t == "bool"}
+
+
+def _bool_word(value: Any) -> Any:
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in _TRUE:
+            return True
+        if word in _FALSE:
+            return False
+    return value
+
+
+def _from_env(env: Mapping[str, str]) -> dict[str, str]:
+    """``SQEW_<FIELD>`` variables of known fields (others, like SQEW_URL, belong to the CLI)."""
+    out: dict[str, str] = {}
+    for name in Settings.__struct_fields__:
+        value = env.get(ENV_PREFIX + name.upper())
+        if value is not None:
+            out[name] = value
+    return out
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            data = tomllib.load(f)
+    except OSError as exc:
+        raise errors.ValidationError(
+            f"cannot read config file '{path}': {exc.strerror or exc}"
+        ) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise errors.ValidationError(f"config file '{path}' is not valid TOML: {exc}") from None
+    return {key.replace("-", "_"): value for key, value in data.items()}

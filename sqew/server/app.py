@@ -1,0 +1,106 @@
+"""The REST app (SPEC §2): ``create_app(settings)`` wires routes, errors and lifecycle.
+
+Wiring only: handlers live in ``routes/``, rules in ``QueueService``, the error envelope in
+``errors.py``. The database is opened on startup and closed on shutdown, so building an app
+(for the OpenAPI document, say) opens nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import signal
+import threading
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+from litestar import Litestar
+from litestar.datastructures import State
+
+from sqew.config import Settings
+from sqew.core.clock import Clock, system_clock
+from sqew.server import errors as server_errors
+from sqew.server import openapi
+from sqew.server.routes import dlq, messages, ops, queues
+from sqew.server.runtime import Runtime
+
+ROUTES = [*queues.HANDLERS, *messages.HANDLERS, *dlq.HANDLERS, *ops.HANDLERS]
+
+
+def create_app(settings: Settings | None = None, *, clock: Clock = system_clock) -> Litestar:
+    """The sqew REST app for ``settings``.
+
+    Args:
+        settings: server settings (database, body limit, threads, …); defaults if omitted.
+        clock: the service's clock in epoch milliseconds (tests inject a ManualClock).
+    """
+    settings = settings or Settings()
+    rt = Runtime(settings, clock)
+    restore: list[Callable[[], None]] = []
+
+    async def startup() -> None:
+        rt.startup()
+        restore.extend(_chain_stop_signals(rt))
+
+    async def shutdown() -> None:
+        while restore:
+            restore.pop()()
+        await rt.shutdown()
+
+    return Litestar(
+        route_handlers=ROUTES,
+        on_startup=[startup],
+        on_shutdown=[shutdown],
+        exception_handlers={Exception: server_errors.handle},
+        request_max_body_size=settings.max_body_bytes,
+        openapi_config=openapi.config(),
+        state=State({"runtime": rt}),
+        logging_config=None,
+        debug=False,
+    )
+
+
+def app_from_env() -> Litestar:
+    """App factory for server processes: settings from ``SQEW_*`` (and ``SQEW_CONFIG``)."""
+    return create_app(Settings.load())
+
+
+def begin_shutdown(app: Litestar) -> None:
+    """End every long poll of ``app`` now (the server is about to stop)."""
+    rt: Runtime = app.state.runtime
+    rt.begin_shutdown()
+
+
+def _chain_stop_signals(rt: Runtime) -> list[Callable[[], None]]:
+    """Make SIGINT/SIGTERM also end long polls at once, then call the server's own handler.
+
+    An ASGI server stops accepting on these signals and waits for running requests before it
+    tells the app to shut down; a long poll would hold that wait for up to 20 s. Chaining onto
+    the handler the server installed (uvicorn installs its own before startup) ends waits as
+    soon as the signal arrives. Only in the main thread (where signal handlers live) and only
+    over a handler someone installed. Returns functions that undo it.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return []
+    loop = asyncio.get_running_loop()
+    undo: list[Callable[[], None]] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        previous = signal.getsignal(sig)
+        if not callable(previous) or previous is signal.default_int_handler:
+            continue
+
+        def handler(signum: int, frame: FrameType | None, previous: Any = previous) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop may be closing already
+                loop.call_soon_threadsafe(rt.begin_shutdown)
+            previous(signum, frame)
+
+        signal.signal(sig, handler)
+        undo.append(functools.partial(_restore, sig, handler, previous))
+    return undo
+
+
+def _restore(sig: int, ours: Any, previous: Any) -> None:
+    if signal.getsignal(sig) is ours:
+        signal.signal(sig, previous)

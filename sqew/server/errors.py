@@ -1,0 +1,107 @@
+"""The server's one error path: every failure becomes SPEC's envelope with the right status.
+
+``{"error": {"code", "message", "details"?}}`` for sqew's own errors, for what Litestar raises
+(unknown path, wrong method, bad query parameter, body over the limit) and for anything
+unexpected, which is logged in full with a request id and answered with that id only.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import uuid
+from typing import Any
+
+import msgspec
+from litestar import Request, Response
+from litestar.exceptions import (
+    HTTPException,
+    MethodNotAllowedException,
+    NotFoundException,
+    ValidationException,
+)
+from litestar.exceptions.http_exceptions import RequestEntityTooLarge
+
+from sqew import errors
+
+log = logging.getLogger("sqew.server")
+_encode = msgspec.json.Encoder().encode
+JSON = "application/json"
+
+
+def handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
+    """Litestar exception handler for every exception type."""
+    err, headers = to_sqew_error(request, exc)
+    if err.retry_after is not None:
+        headers["retry-after"] = str(max(0, math.ceil(err.retry_after)))
+    return Response(
+        content=_encode(err.to_dict()), status_code=err.status, media_type=JSON, headers=headers
+    )
+
+
+def to_sqew_error(
+    request: Request[Any, Any, Any], exc: Exception
+) -> tuple[errors.SqewError, dict[str, str]]:
+    """The SqewError answering ``exc``, and extra response headers."""
+    if isinstance(exc, errors.SqewError):
+        if isinstance(exc, errors.InternalError):  # raised by the core for a failure it hid
+            return _internal(request, exc)
+        return exc, {}
+    if isinstance(exc, HTTPException):
+        return _from_http(request, exc)
+    return _internal(request, exc)
+
+
+def _from_http(
+    request: Request[Any, Any, Any], exc: HTTPException
+) -> tuple[errors.SqewError, dict[str, str]]:
+    where = f"{request.method} {request.url.path}"
+    if isinstance(exc, NotFoundException):
+        return errors.NotFound(f"no such endpoint: {where}"), {}
+    if isinstance(exc, MethodNotAllowedException):
+        allow = {k.lower(): v for k, v in (exc.headers or {}).items()}.get("allow", "")
+        message = f"method {request.method} is not allowed on {request.url.path}"
+        return errors.MethodNotAllowed(message + (f" (allowed: {allow})" if allow else "")), (
+            {"allow": allow} if allow else {}
+        )
+    if isinstance(exc, RequestEntityTooLarge):
+        limit = request.route_handler.resolve_request_max_body_size()
+        return errors.PayloadTooLarge(f"the request body exceeds {limit} bytes"), {}
+    if isinstance(exc, ValidationException):
+        return _validation(exc), {}
+    if exc.status_code < 500:
+        cls = _BY_STATUS.get(exc.status_code, errors.InvalidRequest)
+        return cls(str(exc.detail)), {}
+    return _internal(request, exc)
+
+
+def _validation(exc: ValidationException) -> errors.SqewError:
+    """Litestar's parameter validation (query, path, header) as a ValidationError."""
+    details: list[dict[str, Any]] = []
+    for item in exc.extra if isinstance(exc.extra, list) else []:
+        if isinstance(item, dict):
+            details.append({"field": item.get("key", "$"), "message": item.get("message", ""),
+                            **({"in": item["source"]} if "source" in item else {})})
+    text = "; ".join(f"{d['field']}: {d['message']}" for d in details) or str(exc.detail)
+    return errors.ValidationError(f"invalid request parameters: {text}", details=details or None)
+
+
+def _internal(
+    request: Request[Any, Any, Any], exc: Exception
+) -> tuple[errors.SqewError, dict[str, str]]:
+    request_id = uuid.uuid4().hex[:16]
+    log.error("request %s failed: %s %s", request_id, request.method, request.url.path,
+              exc_info=exc)
+    return errors.InternalError(f"internal error (request id {request_id})"), {
+        "x-request-id": request_id
+    }
+
+
+_BY_STATUS: dict[int, type[errors.SqewError]] = {
+    401: errors.Unauthorized,
+    403: errors.Forbidden,
+    404: errors.NotFound,
+    405: errors.MethodNotAllowed,
+    413: errors.PayloadTooLarge,
+    429: errors.Overloaded,
+}

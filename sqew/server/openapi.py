@@ -1,0 +1,177 @@
+"""The OpenAPI document of the app, and ``python -m sqew.server.openapi`` to write it.
+
+Litestar describes paths, parameters and success responses from the handlers. Two things it
+cannot see are added here from the same app: request bodies (handlers decode the raw body
+themselves, to keep payloads byte-exact; each declares its body model in ``opt["body"]``), and
+the error envelope every operation may answer with. ``docs/openapi.yaml`` is this document; a
+test fails when the two drift.
+
+Usage: ``python -m sqew.server.openapi [--check] [PATH]`` (default ``docs/openapi.yaml``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from litestar import Litestar
+from litestar.connection import ASGIConnection
+from litestar.exceptions import NotFoundException
+from litestar.handlers import BaseRouteHandler, HTTPRouteHandler
+from litestar.openapi import OpenAPIConfig
+from litestar.router import Router
+
+from sqew import __version__, errors
+
+DEFAULT_PATH = Path(__file__).resolve().parents[2] / "docs" / "openapi.yaml"
+REF = "#/components/schemas/{name}"
+
+DESCRIPTION = """\
+sqew's REST API (SPEC §2): queues, at-least-once delivery with leases, dead-letter queues.
+Every error answers with `{"error": {"code", "message", "details"?}}`; 429 answers carry
+`Retry-After`. Times are epoch milliseconds.
+"""
+
+
+def _hidden(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    """The app serves no schema pages: every path under them is an unknown path."""
+    raise NotFoundException()
+
+
+def config() -> OpenAPIConfig:
+    """The app's OpenAPI configuration (schema built on demand, never served)."""
+    return OpenAPIConfig(
+        title="sqew",
+        version=__version__,
+        description=DESCRIPTION,
+        openapi_router=Router("/schema", route_handlers=[], include_in_schema=False,
+                              guards=[_hidden]),
+    )
+
+
+def document(app: Litestar) -> dict[str, Any]:
+    """The complete OpenAPI document of ``app`` as plain JSON data."""
+    doc: dict[str, Any] = json.loads(json.dumps(app.openapi_schema.to_schema()))
+    schemas: dict[str, Any] = doc.setdefault("components", {}).setdefault("schemas", {})
+    operations = {
+        op["operationId"]: op
+        for item in doc.get("paths", {}).values()
+        for op in item.values()
+        if isinstance(op, dict) and "operationId" in op
+    }
+    for handler in _handlers(app):
+        op = operations[str(handler.operation_id)]
+        if "body" in handler.opt:
+            op["requestBody"] = _request_body(handler.opt["body"], schemas,
+                                              required=not handler.opt.get("body_optional"))
+        _error_responses(op, quota="429" in handler.opt.get("errors", ()))
+    schemas["Error"] = _error_schema()
+    return doc
+
+
+def _handlers(app: Litestar) -> list[HTTPRouteHandler]:
+    out: list[HTTPRouteHandler] = []
+    for route in app.routes:
+        for handler in getattr(route, "route_handlers", []):
+            if isinstance(handler, HTTPRouteHandler) and handler.resolve_include_in_schema():
+                out.append(handler)
+    return out
+
+
+def _request_body(body_type: Any, schemas: dict[str, Any], *, required: bool) -> dict[str, Any]:
+    """A JSON request body of a model (or a union of models, as ``oneOf``)."""
+    members = typing.get_args(body_type) if isinstance(body_type, types.UnionType) else ()
+    refs, components = msgspec.json.schema_components(members or (body_type,), ref_template=REF)
+    for name, schema in components.items():
+        if schemas.get(name, schema) != schema:
+            raise RuntimeError(f"two different schemas named {name}")
+        schemas[name] = schema
+    schema = {"oneOf": list(refs)} if members else refs[0]
+    return {"required": required, "content": {"application/json": {"schema": schema}}}
+
+
+def _error_responses(op: dict[str, Any], *, quota: bool) -> None:
+    """Every operation may answer with the error envelope (Litestar's own 400 shape is not ours)."""
+    responses: dict[str, Any] = op.setdefault("responses", {})
+    for status in [s for s in responses if not s.startswith("2")]:
+        del responses[status]
+    responses["default"] = {"description": "An error (SPEC error envelope).",
+                            "content": _error_content()}
+    if quota:
+        responses["429"] = {
+            "description": "Over the queue's max_depth or rate limit: retry after `Retry-After` s.",
+            "headers": {"Retry-After": {"schema": {"type": "integer", "minimum": 0}}},
+            "content": _error_content(),
+        }
+
+
+def _error_content() -> dict[str, Any]:
+    return {"application/json": {"schema": {"$ref": REF.format(name="Error")}}}
+
+
+def _error_schema() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["error"],
+        "additionalProperties": False,
+        "properties": {
+            "error": {
+                "type": "object",
+                "required": ["code", "message"],
+                "additionalProperties": False,
+                "properties": {
+                    "code": {"type": "string", "enum": error_codes()},
+                    "message": {"type": "string"},
+                    "details": {"type": "array", "items": {}},
+                },
+            }
+        },
+    }
+
+
+def error_codes() -> list[str]:
+    """Every SPEC error code (the ``code`` of each SqewError class)."""
+    classes = [v for v in vars(errors).values() if isinstance(v, type)]
+    return sorted({c.code for c in classes if issubclass(c, errors.SqewError)})
+
+
+def render(app: Litestar) -> str:
+    """The document as YAML text."""
+    import yaml  # type: ignore[import-untyped]  # (a Litestar dependency; no stubs here)
+
+    header = "# Generated from the app by `python -m sqew.server.openapi`; do not edit.\n"
+    class Dumper(yaml.SafeDumper):  # type: ignore[misc]
+        def ignore_aliases(self, data: Any) -> bool:  # plain YAML: no &anchors, *aliases
+            return True
+
+    body = yaml.dump(document(app), Dumper=Dumper, sort_keys=False, allow_unicode=True, width=100)
+    return header + str(body)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write (or with ``--check``, compare) the OpenAPI document; returns an exit status."""
+    from sqew.server.app import create_app
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    check = "--check" in args
+    paths = [a for a in args if a != "--check"]
+    path = Path(paths[0]) if paths else DEFAULT_PATH
+    text = render(create_app())
+    if check:
+        current = path.read_text() if path.exists() else ""
+        if current != text:
+            sys.stderr.write(f"{path} is out of date: run `python -m sqew.server.openapi`\n")
+            return 1
+        return 0
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

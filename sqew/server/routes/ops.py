@@ -1,0 +1,45 @@
+"""Operations endpoints: liveness, readiness (database and schema) and metrics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Request, Response, get
+
+from sqew import errors, models
+from sqew.server.metrics import CONTENT_TYPE
+from sqew.server.runtime import runtime
+
+Req = Request[Any, Any, Any]
+
+
+@get("/healthz", operation_id="healthz", summary="Liveness")
+async def healthz() -> models.Health:
+    """``{"status": "ok"}`` while the process serves (the database is not consulted)."""
+    return models.Health("ok")
+
+
+@get("/readyz", operation_id="readyz", summary="Readiness")
+async def readyz(request: Req) -> models.Health:
+    """200 when the database answers and its schema is at the newest migration, else 503."""
+    rt = runtime(request)
+    if rt.draining:
+        raise errors.Unavailable("the server is shutting down")
+    backend = rt.service.backend
+    revision = await rt.run(backend.schema_revision)
+    if revision != backend.schema_head:
+        raise errors.Unavailable(
+            f"the database schema is at {revision}, not at {backend.schema_head}; "
+            "run `sqew db upgrade`"
+        )
+    return models.Health("ok")
+
+
+@get("/metrics", operation_id="metrics", media_type=CONTENT_TYPE, summary="Prometheus metrics")
+async def metrics(request: Req) -> Response[bytes]:
+    """Metrics in the Prometheus text format."""
+    body = runtime(request).metrics.render()
+    return Response(content=body, media_type=CONTENT_TYPE)
+
+
+HANDLERS = [healthz, readyz, metrics]

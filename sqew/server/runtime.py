@@ -1,0 +1,184 @@
+"""What the handlers share: the QueueService, the threads it runs on, and body decoding.
+
+The service is blocking (SQLite calls, group-commit futures, long-poll waits), so handlers are
+async and hand each call to a fixed thread pool. Fixed pools, not anyio's elastic one: the
+SQLite backend keeps one connection per thread, and threads that come and go would leave
+connections behind. Long polls get their own, larger pool so that waiting consumers never
+starve short requests of threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import re
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import msgspec
+from litestar import Request
+
+from sqew import errors, models
+from sqew.backends import open_backend
+from sqew.client.base import validation_error
+from sqew.config import Settings
+from sqew.core.clock import Clock, system_clock
+from sqew.core.service import QueueService
+from sqew.server.metrics import Metrics
+
+T = TypeVar("T")
+log = logging.getLogger("sqew.server")
+
+POLL_SLICE_MS = 2000
+"""A long poll waits in slices this long, checking between them whether its client left."""
+
+
+class Runtime:
+    """The per-app state: settings, the service (opened on startup) and the thread pools.
+
+    Args:
+        settings: the server settings.
+        clock: the service's clock (tests inject a ManualClock).
+    """
+
+    def __init__(self, settings: Settings, clock: Clock = system_clock) -> None:
+        self.settings = settings
+        self.clock = clock
+        self._service: QueueService | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._polls: ThreadPoolExecutor | None = None
+        self._reaper: asyncio.Task[None] | None = None
+        self.draining = False
+        self.metrics = Metrics()
+
+    @property
+    def service(self) -> QueueService:
+        """The open service (only between startup and shutdown)."""
+        if self._service is None:
+            raise errors.Unavailable("the server is not running")
+        return self._service
+
+    # --- lifecycle ------------------------------------------------------------------------------
+    def startup(self) -> None:
+        """Open the database and start the thread pools and the reaper."""
+        s = self.settings
+        backend = open_backend(s.db, durability=s.durability)
+        self._service = QueueService(
+            backend, clock=self.clock, reap_interval_ms=s.reap_interval_ms,
+            group_commit=s.group_commit,
+        )
+        self._pool = ThreadPoolExecutor(s.threads, thread_name_prefix="sqew-db")
+        self._polls = ThreadPoolExecutor(s.poll_threads, thread_name_prefix="sqew-poll")
+        self._reaper = asyncio.get_running_loop().create_task(self._reap_forever())
+
+    def begin_shutdown(self) -> None:
+        """Stop waiting: every long poll returns what it has now (called on SIGINT/SIGTERM)."""
+        self.draining = True
+        if self._service is not None:
+            self._service.waker.close()
+
+    async def shutdown(self) -> None:
+        """Wake waiters, let running calls finish, close the database."""
+        self.begin_shutdown()
+        if self._reaper is not None:
+            self._reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reaper
+        for pool in (self._pool, self._polls):
+            if pool is not None:
+                await asyncio.get_running_loop().run_in_executor(None, pool.shutdown)
+        if self._service is not None:
+            self._service.close()
+
+    async def _reap_forever(self) -> None:
+        """Remove expired messages even when nobody polls (polls reap too, this is the floor)."""
+        interval = self.settings.reap_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.run(self.service.reap)
+            except Exception:  # keep reaping; a locked or closing database is retried later
+                log.exception("reaping expired messages failed")
+
+    # --- calls ----------------------------------------------------------------------------------
+    async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a blocking service call on the database threads."""
+        if self._pool is None:
+            raise errors.Unavailable("the server is not running")
+        call = functools.partial(fn, *args, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(self._pool, call)
+
+    async def poll(
+        self, request: Request[Any, Any, Any], queue: str, batch: int, wait_ms: int,
+        visibility_ms: int | None,
+    ) -> list[models.LeasedMessage]:
+        """A poll that may wait: on the poll threads, in slices, ending if the client leaves."""
+        if wait_ms == 0 or self._polls is None:
+            return await self.run(self.service.poll, queue, batch=batch, wait_ms=0,
+                                  visibility_ms=visibility_ms)
+        left_event = asyncio.Event()
+        watcher = asyncio.get_running_loop().create_task(_watch_disconnect(request, left_event))
+        try:
+            deadline = time.monotonic() + wait_ms / 1000
+            while True:
+                left_ms = max(0, round((deadline - time.monotonic()) * 1000))
+                call = functools.partial(
+                    self.service.poll, queue, batch=batch, wait_ms=min(left_ms, POLL_SLICE_MS),
+                    visibility_ms=visibility_ms,
+                )
+                got = await asyncio.get_running_loop().run_in_executor(self._polls, call)
+                if got or left_ms <= POLL_SLICE_MS or left_event.is_set() or self.draining:
+                    return got
+        finally:
+            watcher.cancel()
+
+
+async def _watch_disconnect(request: Request[Any, Any, Any], left: asyncio.Event) -> None:
+    """Set ``left`` when the client disconnects (the ASGI server's ``http.disconnect``)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            left.set()
+            return
+
+
+def runtime(request: Request[Any, Any, Any]) -> Runtime:
+    """The Runtime of the app serving ``request``."""
+    rt: Runtime = request.app.state.runtime
+    return rt
+
+
+# --- bodies -------------------------------------------------------------------------------------
+def batch_key(key: bytes) -> re.Pattern[bytes]:
+    """A pattern telling a batch body (``{"<key>": [...]}``) from a single item, by its start.
+
+    A valid batch body has exactly one key, so looking at the first one decides; anything else
+    is decoded as a single item, whose decoder rejects unknown fields.
+    """
+    return re.compile(rb'[ \t\r\n]*\{[ \t\r\n]*"' + re.escape(key) + rb'"[ \t\r\n]*:')
+
+
+def decode(body: bytes, type_: type[T]) -> T:
+    """Decode a JSON body into a request model.
+
+    Raises:
+        sqew.errors.InvalidRequest: empty, not UTF-8 or not JSON.
+        sqew.errors.ValidationError: JSON of the wrong shape (with ``details``).
+    """
+    if not body.strip():
+        raise errors.InvalidRequest("the request needs a JSON body")
+    try:
+        # Raw payloads are kept as sent and not checked by the decoder: check the encoding here.
+        body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise errors.InvalidRequest(f"the body is not UTF-8 (byte {exc.start})") from None
+    try:
+        return msgspec.json.decode(body, type=type_)
+    except msgspec.ValidationError as exc:
+        raise validation_error(exc) from None
+    except msgspec.DecodeError as exc:
+        raise errors.InvalidRequest(f"malformed JSON: {exc}") from None
