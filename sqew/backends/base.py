@@ -101,6 +101,21 @@ class Tx(abc.ABC):
         """Add ``deltas`` to the named counter columns (depth, enqueued_total, …)."""
 
     @abc.abstractmethod
+    def add_counters_by_name(self, name: str, **deltas: int) -> QueueRow | None:
+        """Add ``deltas`` to the counters of queue ``name``; the row after, or None.
+
+        One statement for the ack hot path: look the queue up and count speculatively (the
+        caller corrects the counters for items that missed).
+        """
+
+    @abc.abstractmethod
+    def get_queue_for_claim(self, name: str, now: int) -> tuple[QueueRow, bool] | None:
+        """The queue named ``name`` and whether any of its leases ended at or before ``now``.
+
+        One statement for the poll hot path (``get_queue`` + ``has_expired_leases``).
+        """
+
+    @abc.abstractmethod
     def reserve(self, name: str, count: int) -> QueueRow | None:
         """Add ``count`` to depth and enqueued_total of queue ``name``; the row after, or None.
 

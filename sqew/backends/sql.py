@@ -104,6 +104,30 @@ class SqlTx(Tx):
         deltas["_id"] = queue_id
         self.c.execute(sql, deltas)
 
+    def add_counters_by_name(self, name: str, **deltas: int) -> QueueRow | None:
+        names = tuple(deltas)
+        key = ("by_name", *names)
+        sql = _COUNTER_SQL.get(key)
+        if sql is None:
+            if not _COUNTERS.issuperset(names):
+                raise ValueError(f"unknown counters {set(names) - _COUNTERS}")
+            sets = ", ".join(f"{k} = {k} + :{k}" for k in names)
+            sql = _COUNTER_SQL[key] = (
+                f"UPDATE queues SET {sets} WHERE name = :_name RETURNING {_QUEUE_COLS}"
+            )
+        row = self._one(sql, {**deltas, "_name": name})
+        return QueueRow._make(row) if row else None
+
+    _CLAIM_QUEUE = (
+        f"SELECT {_QUEUE_COLS}, EXISTS (SELECT 1 FROM messages m WHERE m.queue_id = queues.id "
+        "AND m.lease_expires_at IS NOT NULL AND m.lease_expires_at <= :now) "
+        "FROM queues WHERE name = :name"
+    )
+
+    def get_queue_for_claim(self, name: str, now: int) -> tuple[QueueRow, bool] | None:
+        row = self._one(self._CLAIM_QUEUE, {"name": name, "now": now})
+        return (QueueRow._make(row[:-1]), bool(row[-1])) if row else None
+
     def reserve(self, name: str, count: int) -> QueueRow | None:
         row = self._one(
             "UPDATE queues SET depth = depth + :n, enqueued_total = enqueued_total + :n "

@@ -292,8 +292,11 @@ class QueueService:
         now = self.clock()
 
         def op(tx: Tx) -> tuple[list[models.LeasedMessage], int | None]:
-            q = self._queue(tx, queue)
-            if tx.has_expired_leases(q.id, now):
+            found = tx.get_queue_for_claim(queue, now)
+            if found is None:
+                raise errors.QueueNotFound(f"queue '{queue}' does not exist")
+            q, expired_leases = found
+            if expired_leases:
                 self._expire_leases(tx, q, now)
             vis = q.visibility_ms if visibility_ms is None else visibility_ms
             rows = tx.claim(q.id, bool(q.lifo), now, batch, now + vis)
@@ -318,15 +321,20 @@ class QueueService:
 
         def op(tx: Tx) -> list[models.ItemResult]:
             out: list[models.ItemResult] = []
-            q = self._queue(tx, queue)
-            acked = 0
+            # Count every item as acked in the statement that finds the queue (acks rarely
+            # miss), then take the misses back.
+            n = len(items)
+            q = tx.add_counters_by_name(queue, depth=-n, acked_total=n)
+            if q is None:
+                raise errors.QueueNotFound(f"queue '{queue}' does not exist")
+            missed = 0
             for msg_id, token in items:
                 if tx.ack(q.id, msg_id, token, bool(q.archive), now):
-                    acked += 1
                     out.append(models.ItemResult(msg_id, "acked"))
                 else:
+                    missed += 1
                     out.append(models.ItemResult(msg_id, self._miss(tx, q, msg_id)))
-            tx.add_counters(q.id, depth=-acked, acked_total=acked)
+            tx.add_counters(q.id, depth=missed, acked_total=-missed)
             return out
 
         return self._write(op)
