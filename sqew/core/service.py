@@ -7,6 +7,7 @@ as one backend transaction. Transports (CLI, REST, SQS) call it and only render 
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
@@ -254,9 +255,14 @@ class QueueService:
 
     # --- poll -----------------------------------------------------------------------------------
     def poll(
-        self, queue: str, *, batch: int = 1, wait_ms: int = 0, visibility_ms: int | None = None
+        self, queue: str, *, batch: int = 1, wait_ms: int = 0, visibility_ms: int | None = None,
+        cancel: threading.Event | None = None,
     ) -> list[models.LeasedMessage]:
-        """Lease up to ``batch`` ready messages, waiting up to ``wait_ms`` for some."""
+        """Lease up to ``batch`` ready messages, waiting up to ``wait_ms`` for some.
+
+        ``cancel`` ends a wait early, leasing nothing (a server sets it when the client that
+        asked has gone, so no message is leased to nobody); it is checked every 50 ms.
+        """
         check_range("batch", batch, 1, models.MAX_POLL_BATCH)
         check_range("wait_ms", wait_ms, 0, models.MAX_WAIT_MS)
         if visibility_ms is not None:
@@ -273,17 +279,21 @@ class QueueService:
             until = deadline
             if due is not None:
                 until = min(until, time.monotonic() + max(due - self.clock(), 0) / 1000)
-            self._sleep(generation, marker, until)
+            self._sleep(generation, marker, until, cancel)
+            if cancel is not None and cancel.is_set():
+                return []
 
-    def _sleep(self, generation: int, marker: object, until: float) -> None:
-        """Wait for an in-process enqueue, another process's commit, or ``until``."""
+    def _sleep(
+        self, generation: int, marker: object, until: float, cancel: threading.Event | None
+    ) -> None:
+        """Wait for an in-process enqueue, another process's commit, ``cancel`` or ``until``."""
         while True:
             left = until - time.monotonic()
             if left <= 0:
                 return
             if self.waker.wait(generation, min(left, CHANGE_POLL_S)):
                 return
-            if self.backend.change_marker() != marker:
+            if (cancel is not None and cancel.is_set()) or self.backend.change_marker() != marker:
                 return
 
     def _claim(

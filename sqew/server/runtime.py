@@ -14,7 +14,7 @@ import contextlib
 import functools
 import logging
 import re
-import time
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -32,9 +32,6 @@ from sqew.server.metrics import Metrics
 
 T = TypeVar("T")
 log = logging.getLogger("sqew.server")
-
-POLL_SLICE_MS = 2000
-"""A long poll waits in slices this long, checking between them whether its client left."""
 
 
 class Runtime:
@@ -116,33 +113,29 @@ class Runtime:
         self, request: Request[Any, Any, Any], queue: str, batch: int, wait_ms: int,
         visibility_ms: int | None,
     ) -> list[models.LeasedMessage]:
-        """A poll that may wait: on the poll threads, in slices, ending if the client leaves."""
+        """A poll that may wait: on the poll threads, ending (leasing nothing) if the client
+        disconnects while it waits."""
         if wait_ms == 0 or self._polls is None:
             return await self.run(self.service.poll, queue, batch=batch, wait_ms=0,
                                   visibility_ms=visibility_ms)
-        left_event = asyncio.Event()
-        watcher = asyncio.get_running_loop().create_task(_watch_disconnect(request, left_event))
+        gone = threading.Event()
+        watcher = asyncio.get_running_loop().create_task(_watch_disconnect(request, gone))
         try:
-            deadline = time.monotonic() + wait_ms / 1000
-            while True:
-                left_ms = max(0, round((deadline - time.monotonic()) * 1000))
-                call = functools.partial(
-                    self.service.poll, queue, batch=batch, wait_ms=min(left_ms, POLL_SLICE_MS),
-                    visibility_ms=visibility_ms,
-                )
-                got = await asyncio.get_running_loop().run_in_executor(self._polls, call)
-                if got or left_ms <= POLL_SLICE_MS or left_event.is_set() or self.draining:
-                    return got
+            call = functools.partial(
+                self.service.poll, queue, batch=batch, wait_ms=wait_ms,
+                visibility_ms=visibility_ms, cancel=gone,
+            )
+            return await asyncio.get_running_loop().run_in_executor(self._polls, call)
         finally:
             watcher.cancel()
 
 
-async def _watch_disconnect(request: Request[Any, Any, Any], left: asyncio.Event) -> None:
-    """Set ``left`` when the client disconnects (the ASGI server's ``http.disconnect``)."""
+async def _watch_disconnect(request: Request[Any, Any, Any], gone: threading.Event) -> None:
+    """Set ``gone`` when the client disconnects (the ASGI server's ``http.disconnect``)."""
     while True:
         message = await request.receive()
         if message["type"] == "http.disconnect":
-            left.set()
+            gone.set()
             return
 
 
