@@ -13,7 +13,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from sqew import errors
@@ -133,15 +133,11 @@ class SqliteBackend(Backend):
         return conn
 
     # --- transactions ---------------------------------------------------------------------------
-    @contextmanager
-    def write(self) -> Iterator[Tx]:
-        with self._transaction("BEGIN IMMEDIATE") as tx:
-            yield tx
+    def write(self) -> AbstractContextManager[Tx]:
+        return self._transaction("BEGIN IMMEDIATE")
 
-    @contextmanager
-    def read(self) -> Iterator[Tx]:
-        with self._transaction("BEGIN") as tx:
-            yield tx
+    def read(self) -> AbstractContextManager[Tx]:
+        return self._transaction("BEGIN")
 
     @contextmanager
     def _transaction(self, begin: str) -> Iterator[Tx]:

@@ -17,7 +17,7 @@ import httpx
 import msgspec
 
 from sqew import __version__, errors, models
-from sqew.client.base import Client, convert, message_from_mapping, message_in
+from sqew.client.base import Client, convert, message_in, messages_in
 
 T = TypeVar("T")
 DEFAULT_TIMEOUT_S = 30.0
@@ -142,14 +142,7 @@ class HttpClient(Client):
     def enqueue_batch(
         self, queue: str, messages: Iterable[Mapping[str, Any]]
     ) -> list[models.EnqueueResult]:
-        batch = []
-        for i, item in enumerate(messages):
-            try:
-                batch.append(message_from_mapping(item))
-            except errors.ValidationError as exc:
-                raise errors.ValidationError(
-                    f"message {i}: {exc.message}", details=exc.details
-                ) from None
+        batch = messages_in(messages)
         result = self._call(models.EnqueueBatchResult, "POST",
                             f"/queues/{self._q(queue)}/messages",
                             body=models.MessageBatchIn(batch))

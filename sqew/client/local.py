@@ -8,9 +8,9 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from sqew import errors, models
+from sqew import models
 from sqew.backends import open_backend
-from sqew.client.base import Client, convert, message_from_mapping, message_in
+from sqew.client.base import Client, convert, message_in, messages_in
 from sqew.core.clock import Clock, system_clock
 from sqew.core.service import QueueService, check_range, item_error
 
@@ -86,14 +86,7 @@ class LocalClient(Client):
     def enqueue_batch(
         self, queue: str, messages: Iterable[Mapping[str, Any]]
     ) -> list[models.EnqueueResult]:
-        batch = []
-        for i, item in enumerate(messages):
-            try:
-                batch.append(message_from_mapping(item))
-            except errors.ValidationError as exc:
-                raise errors.ValidationError(
-                    f"message {i}: {exc.message}", details=exc.details
-                ) from None
+        batch = messages_in(messages)
         return self.service.enqueue(queue, batch)
 
     def poll(

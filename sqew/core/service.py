@@ -187,12 +187,14 @@ class QueueService:
         slots: list[int | str] = []  # per input: index into rows, or the dedup key
         seen: dict[str, int] = {}  # key → index into rows (first of the batch)
         known: dict[str, int] = {}  # key → stored message id
+        # Locals: this loop runs once per message of every batch.
+        qid, lifo, retention, max_bytes = q.id, q.lifo, q.retention_ms, q.max_payload_bytes
         for i, m in enumerate(messages):
-            size = len(m.payload)
-            if size > q.max_payload_bytes:
+            payload = bytes(m.payload)
+            if len(payload) > max_bytes:
                 raise errors.PayloadTooLarge(
-                    f"message {i}: payload is {size} bytes; queue '{q.name}' allows "
-                    f"{q.max_payload_bytes}"
+                    f"message {i}: payload is {len(payload)} bytes; queue '{q.name}' allows "
+                    f"{max_bytes}"
                 )
             key = m.idempotency_key
             if key is not None:
@@ -205,18 +207,19 @@ class QueueService:
                     slots.append(key)
                     continue
                 seen[key] = len(rows)
-            ttl = m.ttl_ms if m.ttl_ms is not None else q.retention_ms
-            if m.delay_ms > q.retention_ms:
+            ttl = m.ttl_ms if m.ttl_ms is not None else retention
+            delay = m.delay_ms
+            if delay > retention:
                 raise errors.ValidationError(
                     f"message {i}: delay_ms must not exceed the queue's retention_ms "
-                    f"({q.retention_ms})",
+                    f"({retention})",
                     details=[{"field": "delay_ms", "index": i}],
                 )
             slots.append(len(rows))
             rows.append((
-                q.id, bytes(m.payload).decode(), m.priority,
+                qid, payload.decode(), m.priority,
                 _encode(m.attributes).decode() if m.attributes else None,
-                now, now + m.delay_ms, now + ttl, q.lifo,
+                now, now + delay, now + ttl, lifo,
             ))
         if rows:
             self._admit(tx, q, len(rows), q.depth - len(rows) if reserved else q.depth, now)
@@ -228,6 +231,8 @@ class QueueService:
                 tx.add_counters(q.id, depth=len(rows), enqueued_total=len(rows))
         else:
             ids = []
+        if len(ids) == len(slots):  # no duplicates: results are the new ids in order
+            return [models.EnqueueResult(i, False) for i in ids]
         out: list[models.EnqueueResult] = []
         for slot in slots:
             if isinstance(slot, int):
