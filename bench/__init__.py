@@ -1,0 +1,1 @@
+"""sqew's benchmarks: ``scripts/bench [suite ...]`` (figures go to docs/benchmarks.md)."""

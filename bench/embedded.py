@@ -1,0 +1,289 @@
+"""Embedded benchmark (issue #3): sqew's Client on a SQLite file against raw ``sqlite3``.
+
+Both sides do the same work on the same table shape (sqew's ``messages`` table and its indexes,
+created from ``sqew.backends.schema``), in WAL mode with ``synchronous=NORMAL``, with 200-byte
+JSON payloads:
+
+- single enqueue: one message, one commit;
+- batch enqueue: 1000 messages in one transaction;
+- poll+ack of 1: lease one ready message (raw: ``UPDATE … WHERE id IN (SELECT … LIMIT 1)
+  RETURNING`` on the claim index), commit; delete it by id and token, commit;
+- poll+ack of 10: the same ten at a time (sqew: ``poll(batch=10)`` + ``ack_batch``);
+- depth: sqew's poll+ack of 1 with 1,000,000 ready messages against 1,000.
+
+The machine is shared and noisy, so the sides run in alternating rounds (sqew, raw, sqew, …)
+and each figure is the median of its rounds; ratios compare medians of the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sqew
+from sqew.backends.schema import metadata
+
+PAYLOAD: dict[str, Any] = {"kind": "order", "data": "x" * 174}
+PAYLOAD_TEXT = json.dumps(PAYLOAD, separators=(",", ":"))
+assert len(PAYLOAD_TEXT.encode()) == 200, len(PAYLOAD_TEXT.encode())
+FAR_FUTURE = 2**53
+
+
+@dataclass
+class Sizes:
+    """How much work one round does (and how many rounds)."""
+
+    rounds: int
+    single: int
+    batches: int
+    cycles: int
+    deep: int
+
+    @classmethod
+    def for_mode(cls, quick: bool) -> Sizes:
+        if quick:
+            return cls(rounds=3, single=500, batches=5, cycles=500, deep=100_000)
+        return cls(rounds=5, single=2000, batches=20, cycles=2000, deep=1_000_000)
+
+
+# --- raw sqlite3 ------------------------------------------------------------------------------
+class Raw:
+    """Hand-written sqlite3 doing what sqew does, on sqew's own table shape."""
+
+    def __init__(self, path: Path) -> None:
+        self.conn = sqlite3.connect(path, isolation_level=None)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        messages = metadata.tables["messages"]
+        from sqlalchemy.dialects import sqlite
+        from sqlalchemy.schema import CreateIndex, CreateTable
+
+        dialect = sqlite.dialect()
+        # The same columns and indexes; no foreign key (raw code has no queues table).
+        ddl = str(CreateTable(messages).compile(dialect=dialect))
+        ddl = ddl.split(", \n\tCONSTRAINT fk_")[0] + "\n)" if "CONSTRAINT fk_" in ddl else ddl
+        self.conn.execute(ddl)
+        for index in messages.indexes:
+            self.conn.execute(str(CreateIndex(index).compile(dialect=dialect)))
+        self.now = int(time.time() * 1000)
+
+    _INSERT = (
+        "INSERT INTO messages (queue_id, payload, priority, attributes, attempts, enqueued_at, "
+        "available_at, expires_at, lifo) VALUES (1, ?, 0, NULL, 0, ?, ?, ?, 0)"
+    )
+    _CLAIM = (
+        "UPDATE messages SET lease_expires_at = :until, token = lower(hex(randomblob(16))), "
+        "attempts = attempts + 1 WHERE id IN (SELECT id FROM messages WHERE queue_id = 1 "
+        "AND lease_expires_at IS NULL AND lifo = 0 AND available_at <= :now "
+        "AND +expires_at > :now ORDER BY priority DESC, available_at, id LIMIT :n) "
+        "RETURNING id, token, payload"
+    )
+
+    def _row(self, payload: Any) -> tuple[str, int, int, int]:
+        # Like sqew, raw code takes the payload as a Python value and stores its JSON text.
+        now = int(time.time() * 1000)
+        return (json.dumps(payload, separators=(",", ":")), now, now, now + 345_600_000)
+
+    def single(self, n: int) -> None:
+        c = self.conn
+        for _ in range(n):
+            c.execute("BEGIN IMMEDIATE")
+            c.execute(self._INSERT, self._row(PAYLOAD))
+            c.execute("COMMIT")
+
+    def batch(self, batches: int) -> None:
+        c = self.conn
+        for _ in range(batches):
+            c.execute("BEGIN IMMEDIATE")
+            c.executemany(self._INSERT, [self._row(PAYLOAD) for _ in range(1000)])
+            c.execute("COMMIT")
+
+    def poll_ack(self, cycles: int, batch: int) -> None:
+        c = self.conn
+        for _ in range(cycles // batch):
+            now = int(time.time() * 1000)
+            c.execute("BEGIN IMMEDIATE")
+            params = {"until": now + 30_000, "now": now, "n": batch}
+            rows = c.execute(self._CLAIM, params).fetchall()
+            c.execute("COMMIT")
+            msgs = [(i, t, json.loads(p)) for i, t, p in rows]
+            c.execute("BEGIN IMMEDIATE")
+            for msg_id, token, _ in msgs:
+                c.execute("DELETE FROM messages WHERE id = ? AND queue_id = 1 AND token = ?",
+                          (msg_id, token))
+            c.execute("COMMIT")
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+# --- sqew -------------------------------------------------------------------------------------
+class Sqew:
+    """sqew's embedded Client doing the same work."""
+
+    def __init__(self, path: Path, queue: str = "bench") -> None:
+        self.client = sqew.Client(path)
+        self.queue = queue
+        self.client.create_queue(queue)
+
+    def single(self, n: int) -> None:
+        enqueue, q = self.client.enqueue, self.queue
+        for _ in range(n):
+            enqueue(q, PAYLOAD)
+
+    def batch(self, batches: int) -> None:
+        items = [{"payload": PAYLOAD} for _ in range(1000)]
+        for _ in range(batches):
+            self.client.enqueue_batch(self.queue, items)
+
+    def poll_ack(self, cycles: int, batch: int) -> None:
+        c, q = self.client, self.queue
+        if batch == 1:
+            for _ in range(cycles):
+                (m,) = c.poll(q)
+                c.ack(q, m.id, m.token)
+        else:
+            for _ in range(cycles // batch):
+                got = c.poll(q, batch=batch)
+                c.ack_batch(q, [(m.id, m.token) for m in got])
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _rate(count: int, fn: Callable[[], None]) -> float:
+    start = time.perf_counter()
+    fn()
+    return count / (time.perf_counter() - start)
+
+
+def _fill(client: sqew.Client, queue: str, count: int) -> None:
+    items = [{"payload": PAYLOAD} for _ in range(1000)]
+    for start in range(0, count, 1000):
+        client.enqueue_batch(queue, items[: min(1000, count - start)])
+
+
+def run(quick: bool = False, out: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run every measurement; returns the medians and ratios (messages per second)."""
+    sizes = Sizes.for_mode(quick)
+    results: dict[str, dict[str, list[float]]] = {}
+
+    def record(name: str, side: str, value: float) -> None:
+        results.setdefault(name, {}).setdefault(side, []).append(value)
+
+    with tempfile.TemporaryDirectory(prefix="sqew-bench-") as tmp:
+        base = Path(tmp)
+        for r in range(sizes.rounds):
+            out(f"round {r + 1}/{sizes.rounds}")
+            # Fresh files each round, so both sides start from the same state.
+            sides: list[tuple[str, Any]] = [
+                ("sqew", Sqew(base / f"s{r}.db")), ("raw", Raw(base / f"r{r}.db")),
+            ]
+            if r % 2:
+                sides.reverse()
+            for side, impl in sides:
+                record("single enqueue", side,
+                       _rate(sizes.single, lambda i=impl: i.single(sizes.single)))
+            for side, impl in sides:
+                record("batch enqueue (1000)", side,
+                       _rate(sizes.batches * 1000, lambda i=impl: i.batch(sizes.batches)))
+            for side, impl in sides:
+                record("poll+ack (1)", side,
+                       _rate(sizes.cycles, lambda i=impl: i.poll_ack(sizes.cycles, 1)))
+            for side, impl in sides:
+                record("poll+ack (10)", side,
+                       _rate(sizes.cycles, lambda i=impl: i.poll_ack(sizes.cycles, 10)))
+            for _, impl in sides:
+                impl.close()
+            for f in base.iterdir():
+                f.unlink()
+
+        out(f"depth: filling {sizes.deep:,} ready messages")
+        shallow, deep = sqew.Client(base / "shallow.db"), sqew.Client(base / "deep.db")
+        for c in (shallow, deep):
+            c.create_queue("bench")
+        _fill(shallow, "bench", 1000 + sizes.rounds * sizes.cycles)
+        _fill(deep, "bench", sizes.deep)
+        for r in range(sizes.rounds):
+            pair = [("1k ready", shallow), ("deep ready", deep)]
+            if r % 2:
+                pair.reverse()
+            for side, client in pair:
+                impl = Sqew.__new__(Sqew)
+                impl.client, impl.queue = client, "bench"
+                record("poll+ack (1) by depth", side,
+                       _rate(sizes.cycles, lambda i=impl: i.poll_ack(sizes.cycles, 1)))
+        shallow.close()
+        deep.close()
+
+    medians = {name: {side: statistics.median(v) for side, v in sides_.items()}
+               for name, sides_ in results.items()}
+    return {"sizes": vars(sizes), "medians": medians, "rounds": results,
+            "targets": targets(medians)}
+
+
+TARGETS = [
+    ("single enqueue", "sqew", "raw", 0.4),
+    ("batch enqueue (1000)", "sqew", "raw", 0.6),
+    ("poll+ack (1)", "sqew", "raw", 0.4),
+    ("poll+ack (10)", "sqew", "raw", 0.4),
+    ("poll+ack (1) by depth", "deep ready", "1k ready", 0.8),
+]
+
+
+def targets(medians: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
+    """Each target of the issue with its measured ratio and whether it is met."""
+    out = []
+    for name, num, den, goal in TARGETS:
+        ratio = medians[name][num] / medians[name][den]
+        out.append({"measure": name, "ratio": f"{num}/{den}", "value": round(ratio, 2),
+                    "target": goal, "pass": ratio >= goal})
+    return out
+
+
+def table(result: dict[str, Any]) -> str:
+    """The results as a Markdown table."""
+    med = result["medians"]
+    deep = result["sizes"]["deep"]
+    lines = ["| measure | sqew (msg/s) | raw sqlite3 (msg/s) | sqew/raw | target | |",
+             "|---|---:|---:|---:|---:|---|"]
+    for t in result["targets"]:
+        m = med[t["measure"]]
+        if t["measure"].endswith("by depth"):
+            lines.append(
+                f"| poll+ack (1), {deep:,} vs 1,000 ready | {m['deep ready']:,.0f} vs "
+                f"{m['1k ready']:,.0f} | | {t['value']:.2f} (deep/1k) | ≥ {t['target']} | "
+                f"{'PASS' if t['pass'] else 'FAIL'} |"
+            )
+        else:
+            lines.append(
+                f"| {t['measure']} | {m['sqew']:,.0f} | {m['raw']:,.0f} | {t['value']:.2f} | "
+                f"≥ {t['target']} | {'PASS' if t['pass'] else 'FAIL'} |"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench embedded [--quick] [--json FILE]``; exit 1 if a target is missed."""
+    parser = argparse.ArgumentParser(prog="scripts/bench embedded", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer rounds, 100k deep queue")
+    parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    args = parser.parse_args(argv)
+    result = run(args.quick, out=lambda s: print(s, flush=True))
+    print()
+    print(table(result))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+    return 0 if all(t["pass"] for t in result["targets"]) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
