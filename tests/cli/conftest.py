@@ -2,143 +2,37 @@
 
 Each test gets its own database file under ``tmp_path``; the working directory is ``tmp_path``
 too, so a command that wrongly opened the default ``./sqew.db`` would leave a file to find.
+
+The ``sqew`` fixture runs every test twice: ``local`` (commands get ``--db``) and ``http``
+(a real ``sqew serve`` subprocess on that database file, commands get ``--url``). A test about
+local files only (``--db`` paths, ``db upgrade``) marks itself ``local_only``.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
-from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from cli_support import Sqew, serve
 
 import sqew as sqew_lib
 
-TIMEOUT_S = 60  # per subprocess; a hung command fails its test instead of the suite
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "local_only: a CLI test about local database files")
 
 
-def sqew_binary() -> str:
-    """The installed console script (the venv's, next to this interpreter, if not on PATH)."""
-    found = shutil.which("sqew")
-    return found or str(Path(sys.executable).parent / "sqew")
-
-
-@dataclass
-class Result:
-    """What one ``sqew`` run did."""
-
-    args: Sequence[str]
-    returncode: int
-    stdout: str
-    stderr: str
-
-    def json(self) -> Any:
-        """stdout parsed as one JSON document."""
-        return json.loads(self.stdout)
-
-    def __str__(self) -> str:
-        return (f"sqew {' '.join(self.args)} -> {self.returncode}\n"
-                f"stdout: {self.stdout!r}\nstderr: {self.stderr!r}")
-
-
-class Sqew:
-    """Runs the ``sqew`` binary against one database, in one working directory."""
-
-    def __init__(self, cwd: Path, db: Path) -> None:
-        self.binary = sqew_binary()
-        self.cwd = cwd
-        self.db = db
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("SQEW_")}
-        self.env["COLUMNS"] = "200"  # wide tables: human output is not cut mid-value
-
-    def run(
-        self,
-        *args: str,
-        stdin: str | bytes | None = None,
-        db: Path | str | None = None,
-        env: dict[str, str] | None = None,
-        use_db: bool = True,
-    ) -> Result:
-        """``sqew --db <db> <args>``; stdin text/bytes optional."""
-        argv = [*(["--db", str(db or self.db)] if use_db else []), *args]
-        data = stdin.encode() if isinstance(stdin, str) else stdin
-        proc = subprocess.run(
-            [self.binary, *argv], input=data, capture_output=True, cwd=self.cwd,
-            env={**self.env, **(env or {})}, timeout=TIMEOUT_S, check=False,
-        )
-        return Result(argv, proc.returncode, proc.stdout.decode(errors="replace"),
-                      proc.stderr.decode(errors="replace"))
-
-    def arrange(self, *queues: str, **settings: Any) -> sqew_lib.LocalClient:
-        """Set up state in-process (fast) when it is not what a test is about.
-
-        Creates ``queues`` with ``settings`` and returns an open client on the same database
-        for more setup; close it (or use it as a context manager) before running commands.
-        """
-        client = sqew_lib.LocalClient(self.db)
-        for name in queues:
-            client.create_queue(name, **settings)
-        return client
-
-    def ok(self, *args: str, **kwargs: Any) -> Result:
-        """Run and require exit status 0 with nothing on stderr."""
-        result = self.run(*args, **kwargs)
-        assert result.returncode == 0, str(result)
-        assert result.stderr == "", str(result)
-        return result
-
-    def json(self, *args: str, **kwargs: Any) -> Any:
-        """Run with ``--json``, require success, return the parsed stdout."""
-        return self.ok("--json", *args, **kwargs).json()
-
-    def fails(self, *args: str, code: str, **kwargs: Any) -> Result:
-        """Run and require exit 1 with exactly one ``error: <code>: …`` line on stderr."""
-        result = self.run(*args, **kwargs)
-        self.assert_failed(result, code)
-        return result
-
-    def usage_error(self, *args: str, **kwargs: Any) -> Result:
-        """Run and require exit 2 (a usage error), without a traceback."""
-        result = self.run(*args, **kwargs)
-        self.assert_usage_error(result)
-        return result
-
-    def many(self, runs: Iterable[Sequence[str]], **kwargs: Any) -> list[Result]:
-        """Run independent invocations concurrently (they share nothing but read-only state)."""
-        with ThreadPoolExecutor(max_workers=4) as pool:
-            return list(pool.map(lambda a: self.run(*a, **kwargs), runs))
-
-    @staticmethod
-    def assert_failed(result: Result, code: str) -> None:
-        """Exit 1, one stderr line ``error: <code>: <message>``, no traceback."""
-        assert result.returncode == 1, str(result)
-        lines = result.stderr.splitlines()
-        assert len(lines) == 1, str(result)
-        assert lines[0].startswith(f"error: {code}: "), str(result)
-        assert len(lines[0]) > len(f"error: {code}: "), str(result)
-        assert "Traceback" not in result.stderr + result.stdout, str(result)
-
-    @staticmethod
-    def assert_usage_error(result: Result) -> None:
-        """Exit 2 (usage error), no traceback."""
-        assert result.returncode == 2, str(result)
-        assert "Traceback" not in result.stderr + result.stdout, str(result)
-
-    @staticmethod
-    def handles(body: dict[str, Any]) -> list[str]:
-        """``id:token`` handles of a poll response."""
-        return [f"{m['id']}:{m['token']}" for m in body["messages"]]
-
-
-@pytest.fixture
-def sqew(tmp_path: Path) -> Sqew:
-    """A runner on a fresh database ``tmp_path/cli.db`` (created by the first command)."""
-    return Sqew(tmp_path, tmp_path / "cli.db")
+@pytest.fixture(params=["local", "http"])
+def sqew(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Sqew]:
+    """A runner on a fresh database ``tmp_path/cli.db``: directly, or through a server on it."""
+    db = tmp_path / "cli.db"
+    if request.param == "local":
+        yield Sqew(tmp_path, db)
+        return
+    if request.node.get_closest_marker("local_only"):
+        pytest.skip("about local database files: --db only")
+    sqew_lib.LocalClient(db).close()  # the server and arrange() share this file
+    with serve(db, tmp_path) as url:
+        yield Sqew(tmp_path, db, url)
 

@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from sqew import migrate
 
 QUEUE_KEYS = {
@@ -212,6 +214,7 @@ def test_human_output(sqew) -> None:
     assert removed.stdout == "removed queue other and other.dlq\n"
 
 
+@pytest.mark.local_only
 def test_global_options_anywhere_from_the_environment_and_by_default(sqew, tmp_path) -> None:
     other = tmp_path / "other.db"
     sqew.ok("queue", "add", "--name", "a", "--db", str(other), use_db=False)
@@ -231,6 +234,7 @@ def test_global_options_anywhere_from_the_environment_and_by_default(sqew, tmp_p
     assert (tmp_path / "sqew.db").is_file()
 
 
+@pytest.mark.local_only
 def test_db_upgrade_and_version(sqew) -> None:
     head = migrate.head()
     assert sqew.json("db", "upgrade") == {"revision": head}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import typer.main
 
 from sqew.cli import app
@@ -43,6 +44,7 @@ def test_the_commands_of_spec_section_3_exist() -> None:
     assert expected <= set(leaves)
 
 
+@pytest.mark.local_only
 def test_help_of_every_command_works_without_opening_a_database(sqew, tmp_path) -> None:
     _, leaves = command_paths()
     paths = [(), ("queue",), *leaves]  # the root, a group, every command

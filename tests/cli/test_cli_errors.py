@@ -107,6 +107,7 @@ def _content(path):
         return {n: conn.execute(f'SELECT * FROM "{n}"').fetchall() for n in names}
 
 
+@pytest.mark.local_only
 @pytest.mark.parametrize("make", [_not_sqlite, _foreign_sqlite, _newer_schema])
 def test_unusable_database_files_are_refused(sqew, tmp_path, make) -> None:
     db = tmp_path / "bad.db"
@@ -118,6 +119,7 @@ def test_unusable_database_files_are_refused(sqew, tmp_path, make) -> None:
     assert _content(db) == before  # refused, not "repaired"
 
 
+@pytest.mark.local_only
 def test_database_path_that_is_a_directory_or_in_a_missing_directory(sqew, tmp_path) -> None:
     results = sqew.many([("queue", "list")], db=tmp_path)
     results += sqew.many([("queue", "list")], db=tmp_path / "missing" / "x.db")
@@ -125,6 +127,7 @@ def test_database_path_that_is_a_directory_or_in_a_missing_directory(sqew, tmp_p
         sqew.assert_failed(result, "Unavailable")
 
 
+@pytest.mark.local_only
 def test_remote_mode_without_a_server_fails_cleanly(sqew) -> None:
     # Port 9 (discard) on localhost: nothing listens there in the test environment.
     result = sqew.run("--url", "http://127.0.0.1:9", "queue", "list", use_db=False)
