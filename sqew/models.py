@@ -45,8 +45,10 @@ HmacSecret = Annotated[str, Meta(max_length=1024, description="at least 16 bytes
 Priority = Annotated[int, Meta(ge=-1000, le=1000)]
 DelayMs = Annotated[int, Meta(ge=0, le=MAX_TTL_MS)]
 TtlMs = Annotated[int, Meta(ge=1000, le=MAX_TTL_MS)]
+IDEMPOTENCY_KEY_PATTERN = r"^[\x20-\x7e]+" + END_OF_TEXT
+PATTERN_HINTS[IDEMPOTENCY_KEY_PATTERN] = "printable ASCII"
 IdempotencyKey = Annotated[
-    str, Meta(min_length=1, max_length=128, pattern=r"^[\x20-\x7e]+" + END_OF_TEXT)
+    str, Meta(min_length=1, max_length=128, pattern=IDEMPOTENCY_KEY_PATTERN)
 ]
 AttrKey = Annotated[str, Meta(min_length=1, max_length=64)]
 AttrValue = Annotated[str, Meta(max_length=1024)]

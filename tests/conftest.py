@@ -16,6 +16,8 @@ its backend is unavailable (no PostgreSQL binaries, say).
 from __future__ import annotations
 
 import contextlib
+import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +25,7 @@ from pathlib import Path
 import pytest
 
 import sqew
+from sqew.config import Settings
 from sqew.core.clock import Clock, ManualClock, system_clock
 
 
@@ -78,9 +81,66 @@ def local_sqlite(tmp_path: Path, clock: Clock) -> Target:
     return target
 
 
+class ServerThread:
+    """A real uvicorn server of ``create_app(settings, clock=clock)`` in a thread, on 127.0.0.1
+    and a free port. Real HTTP; the service reads the test's clock."""
+
+    def __init__(self, settings: Settings, clock: Clock = system_clock) -> None:
+        import uvicorn
+
+        from sqew.server import runner
+        from sqew.server.app import create_app
+
+        self.app = create_app(settings, clock=clock)
+        self.sock = runner.bind("127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.server = uvicorn.Server(runner.uvicorn_config(settings, app=self.app))
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True
+        )
+        self.thread.start()
+        deadline = time.monotonic() + SERVER_START_S
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("the test server did not start")
+            time.sleep(0.005)
+
+    def stop(self) -> None:
+        """Stop serving (graceful: running requests finish) and close the socket."""
+        self.server.should_exit = True
+        self.thread.join(SERVER_START_S)
+        self.sock.close()
+
+
+SERVER_START_S = 15
+
+
+def server_settings(db: Path, **extra: object) -> Settings:
+    """Settings for a test server on ``db`` (quiet logs, a free port)."""
+    return Settings.from_mapping({"db": str(db), "port": 0, "log_level": "warning", **extra})
+
+
+def http_sqlite(tmp_path: Path, clock: Clock) -> Target:
+    """An HttpClient to a real server (in a thread) on ``tmp_path/q.db``, clock injected."""
+    path = tmp_path / "q.db"
+    server = ServerThread(server_settings(path), clock)
+
+    def connect(other_clock: Clock) -> sqew.Client:
+        # One service, one clock: another client of the same server reads the server's.
+        extra = sqew.Client(server.url)
+        target._cleanups.append(extra.close)
+        return extra
+
+    client = sqew.Client(server.url)
+    target = Target("http-sqlite", client, clock, connect, sqlite_path=path)
+    target._cleanups.extend([server.stop, client.close])
+    return target
+
+
 TARGETS: dict[str, TargetFactory] = {
     "local-sqlite": local_sqlite,
-    # "http-sqlite": an in-process server on 127.0.0.1:0 with the clock injected,
+    "http-sqlite": http_sqlite,
     # "local-postgres" / "http-postgres": a cloned template database per test.
 }
 

@@ -17,10 +17,11 @@ import re
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import msgspec
 from litestar import Request
+from litestar.params import PathParameter
 
 from sqew import errors, models
 from sqew.backends import open_backend
@@ -31,6 +32,9 @@ from sqew.core.service import QueueService
 from sqew.server.metrics import Metrics
 
 T = TypeVar("T")
+
+QueuePath = Annotated[str, PathParameter(description="queue name")]
+"""The ``{q}`` path parameter of every queue route."""
 log = logging.getLogger("sqew.server")
 
 

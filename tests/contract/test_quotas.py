@@ -80,8 +80,7 @@ def test_rate_limit_refills_with_the_clock(client: sqew.Client, clock: ManualClo
     assert client.stats("q").enqueued_total == 2
     clock.advance(math.ceil(retry * 1000))
     client.enqueue("q", 3)  # waiting Retry-After was enough
-    with pytest.raises(errors.RateLimited):
-        client.enqueue("q", 4)
+    # (over HTTP, Retry-After is whole seconds, so that wait may have refilled more than one)
     clock.advance(60_000)  # the bucket refills only up to its burst
     client.enqueue("q", 4)
     client.enqueue("q", 5)

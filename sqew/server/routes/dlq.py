@@ -8,7 +8,7 @@ from litestar import Request, get, post
 from litestar.params import Parameter
 
 from sqew import models
-from sqew.server.runtime import decode, runtime
+from sqew.server.runtime import QueuePath, decode, runtime
 
 Req = Request[Any, Any, Any]
 DlqLimit = Annotated[int, Parameter(ge=1, le=1000, description="most messages")]
@@ -17,7 +17,7 @@ AfterId = Annotated[int | None, Parameter(ge=0, description="list messages with 
 
 @get("/queues/{q:str}/dlq", operation_id="listDlq", summary="List dead-lettered messages")
 async def list_dlq(
-    request: Req, q: str, limit: DlqLimit = 100, after_id: AfterId = None
+    request: Req, q: QueuePath, limit: DlqLimit = 100, after_id: AfterId = None
 ) -> models.MessageList:
     """Messages in the queue's DLQ by id, after ``after_id`` (for paging)."""
     rt = runtime(request)
@@ -27,7 +27,7 @@ async def list_dlq(
 @post("/queues/{q:str}/dlq/requeue", operation_id="requeueDlq", status_code=200,
       opt={"body": models.RequeueIn, "body_optional": True},
       summary="Move dead-lettered messages back to their queue")
-async def requeue_dlq(request: Req, q: str) -> models.Requeued:
+async def requeue_dlq(request: Req, q: QueuePath) -> models.Requeued:
     """Move DLQ messages (all, or ``{"ids": [...]}``) back with attempts reset to 0."""
     body = await request.body()
     ids = decode(body, models.RequeueIn).ids if body.strip() else None
@@ -37,7 +37,7 @@ async def requeue_dlq(request: Req, q: str) -> models.Requeued:
 
 @post("/queues/{q:str}/dlq/purge", operation_id="purgeDlq", status_code=200,
       summary="Delete every dead-lettered message")
-async def purge_dlq(request: Req, q: str) -> models.Purged:
+async def purge_dlq(request: Req, q: QueuePath) -> models.Purged:
     """Delete every message of the queue's DLQ."""
     rt = runtime(request)
     return models.Purged(await rt.run(rt.service.dlq_purge, q))

@@ -10,11 +10,11 @@ from typing import Annotated, Any
 
 import msgspec
 from litestar import Request, delete, get, post
-from litestar.params import Parameter
+from litestar.params import HeaderParameter, Parameter, PathParameter
 
 from sqew import errors, models
 from sqew.core.service import item_error
-from sqew.server.runtime import batch_key, decode, runtime
+from sqew.server.runtime import QueuePath, batch_key, decode, runtime
 
 Req = Request[Any, Any, Any]
 _MESSAGES = batch_key(b"messages")
@@ -23,15 +23,16 @@ _NACKS = batch_key(b"nacks")
 
 IdempotencyHeader = Annotated[
     str | None,
-    Parameter(header="Idempotency-Key", min_length=1, max_length=128, pattern=r"^[\x20-\x7e]+$",
-              description="idempotency_key of a single message"),
+    HeaderParameter(name="Idempotency-Key", min_length=1, max_length=128,
+                    pattern=models.IDEMPOTENCY_KEY_PATTERN,
+                    description="idempotency_key of a single message"),
 ]
 Batch = Annotated[int, Parameter(ge=1, le=models.MAX_POLL_BATCH, description="most messages")]
 WaitMs = Annotated[int, Parameter(ge=0, le=models.MAX_WAIT_MS, description="long-poll wait")]
 VisibilityMs = Annotated[
     int | None, Parameter(ge=0, le=43_200_000, description="lease length (default: the queue's)")
 ]
-MessageIdParam = Annotated[int, Parameter(ge=1, description="message id")]
+MessageIdParam = Annotated[int, PathParameter(ge=1, description="message id")]
 PeekLimit = Annotated[int, Parameter(ge=1, le=100, description="most messages")]
 
 
@@ -39,7 +40,7 @@ PeekLimit = Annotated[int, Parameter(ge=1, le=100, description="most messages")]
       opt={"body": models.MessageIn | models.MessageBatchIn, "errors": ("429",)},
       summary="Enqueue messages")
 async def enqueue(
-    request: Req, q: str, idempotency_key: IdempotencyHeader = None
+    request: Req, q: QueuePath, idempotency_key: IdempotencyHeader = None
 ) -> models.EnqueueResult | models.EnqueueBatchResult:
     """Enqueue one message, or ``{"messages": [...]}`` (≤ 1000, all or nothing)."""
     body = await request.body()
@@ -71,7 +72,7 @@ def _with_key(message: models.MessageIn, key: str) -> models.MessageIn:
 
 @post("/queues/{q:str}/poll", operation_id="poll", status_code=200, summary="Lease messages")
 async def poll(
-    request: Req, q: str, batch: Batch = 1, wait_ms: WaitMs = 0,
+    request: Req, q: QueuePath, batch: Batch = 1, wait_ms: WaitMs = 0,
     visibility_ms: VisibilityMs = None,
 ) -> models.LeasedMessageList:
     """Lease up to ``batch`` ready messages, waiting up to ``wait_ms`` for one to arrive."""
@@ -81,7 +82,7 @@ async def poll(
 
 @post("/queues/{q:str}/ack", operation_id="ack", status_code=200,
       opt={"body": models.AckIn | models.AckBatchIn}, summary="Acknowledge messages")
-async def ack(request: Req, q: str) -> models.ResultList:
+async def ack(request: Req, q: QueuePath) -> models.ResultList:
     """Acknowledge ``{"id", "token"}`` or ``{"acks": [...]}`` (per-item statuses)."""
     body = await request.body()
     rt = runtime(request)
@@ -99,7 +100,7 @@ async def ack(request: Req, q: str) -> models.ResultList:
 
 @post("/queues/{q:str}/nack", operation_id="nack", status_code=200,
       opt={"body": models.NackIn | models.NackBatchIn}, summary="Release leases for a retry")
-async def nack(request: Req, q: str) -> models.ResultList:
+async def nack(request: Req, q: QueuePath) -> models.ResultList:
     """Nack ``{"id", "token", "delay_ms"?, "error"?}`` or ``{"nacks": [...]}``."""
     body = await request.body()
     rt = runtime(request)
@@ -115,7 +116,7 @@ async def nack(request: Req, q: str) -> models.ResultList:
 
 @post("/queues/{q:str}/extend-lease", operation_id="extendLease", status_code=200,
       opt={"body": models.ExtendLeaseIn}, summary="Extend a lease (heartbeat)")
-async def extend_lease(request: Req, q: str) -> models.LeaseExtended:
+async def extend_lease(request: Req, q: QueuePath) -> models.LeaseExtended:
     """Set the lease of a held message to end ``ms`` from now."""
     item = decode(await request.body(), models.ExtendLeaseIn)
     rt = runtime(request)
@@ -123,21 +124,21 @@ async def extend_lease(request: Req, q: str) -> models.LeaseExtended:
 
 
 @get("/queues/{q:str}/stats", operation_id="getStats", summary="Queue depths and counters")
-async def stats(request: Req, q: str) -> models.Stats:
+async def stats(request: Req, q: QueuePath) -> models.Stats:
     """Depths (ready, delayed, leased, dlq) and lifetime counters of a queue."""
     rt = runtime(request)
     return await rt.run(rt.service.stats, q)
 
 
 @get("/queues/{q:str}/peek", operation_id="peek", summary="Look at the next ready messages")
-async def peek(request: Req, q: str, limit: PeekLimit = 10) -> models.MessageList:
+async def peek(request: Req, q: QueuePath, limit: PeekLimit = 10) -> models.MessageList:
     """The next ready messages in delivery order, without leasing them."""
     rt = runtime(request)
     return models.MessageList(await rt.run(rt.service.peek, q, limit))
 
 
 @get("/queues/{q:str}/messages/{id:int}", operation_id="getMessage", summary="Get a message")
-async def get_message(request: Req, q: str, id: MessageIdParam) -> models.Message:
+async def get_message(request: Req, q: QueuePath, id: MessageIdParam) -> models.Message:
     """One message of the queue by id."""
     rt = runtime(request)
     return await rt.run(rt.service.get_message, q, id)
@@ -145,7 +146,7 @@ async def get_message(request: Req, q: str, id: MessageIdParam) -> models.Messag
 
 @delete("/queues/{q:str}/messages/{id:int}", operation_id="removeMessage", status_code=204,
         summary="Remove a message")
-async def remove_message(request: Req, q: str, id: MessageIdParam) -> None:
+async def remove_message(request: Req, q: QueuePath, id: MessageIdParam) -> None:
     """Delete one message by id, whatever its state."""
     rt = runtime(request)
     await rt.run(rt.service.remove_message, q, id)
@@ -153,7 +154,7 @@ async def remove_message(request: Req, q: str, id: MessageIdParam) -> None:
 
 @post("/queues/{q:str}/purge", operation_id="purgeQueue", status_code=200,
       summary="Delete every message of a queue")
-async def purge(request: Req, q: str) -> models.Purged:
+async def purge(request: Req, q: QueuePath) -> models.Purged:
     """Delete every message of the queue (its DLQ is kept)."""
     rt = runtime(request)
     return models.Purged(await rt.run(rt.service.purge, q))

@@ -7,7 +7,7 @@ from typing import Any
 from litestar import Request, delete, get, patch, post
 
 from sqew import models
-from sqew.server.runtime import decode, runtime
+from sqew.server.runtime import QueuePath, decode, runtime
 
 Req = Request[Any, Any, Any]
 
@@ -29,7 +29,7 @@ async def list_queues(request: Req) -> models.QueueList:
 
 
 @get("/queues/{q:str}", operation_id="getQueue", summary="Show a queue with its stats")
-async def get_queue(request: Req, q: str) -> models.Queue:
+async def get_queue(request: Req, q: QueuePath) -> models.Queue:
     """One queue's settings and its ``stats``."""
     rt = runtime(request)
     return await rt.run(rt.service.get_queue, q)
@@ -37,7 +37,7 @@ async def get_queue(request: Req, q: str) -> models.Queue:
 
 @patch("/queues/{q:str}", operation_id="updateQueue", opt={"body": models.QueueSettings},
        summary="Change queue settings")
-async def update_queue(request: Req, q: str) -> models.Queue:
+async def update_queue(request: Req, q: QueuePath) -> models.Queue:
     """Change some settings of a queue; the others keep their values."""
     settings = decode(await request.body(), models.QueueSettings)
     rt = runtime(request)
@@ -46,7 +46,7 @@ async def update_queue(request: Req, q: str) -> models.Queue:
 
 @delete("/queues/{q:str}", operation_id="deleteQueue", status_code=204,
         summary="Delete a queue, its DLQ and their messages")
-async def delete_queue(request: Req, q: str) -> None:
+async def delete_queue(request: Req, q: QueuePath) -> None:
     """Remove a queue with its dead-letter queue and every message of both."""
     rt = runtime(request)
     await rt.run(rt.service.delete_queue, q)
@@ -54,7 +54,7 @@ async def delete_queue(request: Req, q: str) -> None:
 
 @post("/queues/{q:str}/compact", operation_id="compactQueue", status_code=200,
       summary="Remove expired messages and reclaim space")
-async def compact(request: Req, q: str) -> models.Removed:
+async def compact(request: Req, q: QueuePath) -> models.Removed:
     """Remove expired messages and tombstones, then let the database reclaim space."""
     rt = runtime(request)
     return models.Removed(await rt.run(rt.service.compact, q))
