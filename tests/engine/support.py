@@ -22,16 +22,18 @@ class Procs:
         self.cwd = cwd
         self.started: list[subprocess.Popen[str]] = []
 
-    def python(self, script: str, *args: str) -> subprocess.Popen[str]:
-        """Run ``script`` with this interpreter in a child process, stdout and stderr piped."""
-        return self.spawn([sys.executable, "-c", script, *args])
+    def python(self, script: str, *args: str, stdout: Path | None = None) -> subprocess.Popen[str]:
+        """Run ``script`` with this interpreter in a child process (see ``spawn``)."""
+        return self.spawn([sys.executable, "-c", script, *args], stdout=stdout)
 
-    def spawn(self, argv: Sequence[str]) -> subprocess.Popen[str]:
-        """Start ``argv`` with stdout/stderr piped as text."""
-        proc = subprocess.Popen(
-            list(argv), cwd=self.cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
+    def spawn(self, argv: Sequence[str], stdout: Path | None = None) -> subprocess.Popen[str]:
+        """Start ``argv``; stdout goes to the file ``stdout`` if given, else a pipe (text)."""
+        with contextlib.ExitStack() as stack:
+            out = stack.enter_context(stdout.open("w")) if stdout else subprocess.PIPE
+            proc = subprocess.Popen(
+                list(argv), cwd=self.cwd, stdout=out, stderr=subprocess.PIPE, text=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
         self.started.append(proc)
         return proc
 
