@@ -1,0 +1,245 @@
+"""Schema management: migrations equal the metadata, foreign files are refused untouched,
+``sqew db upgrade``, and many processes opening one brand-new file at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import create_engine, pool
+
+import sqew
+from sqew import migrate
+from sqew.backends import schema
+from sqew.backends import sqlite as sqlite_backend
+
+from .support import SQEW_BIN, Procs, finish, sha256, wait_for
+
+
+def sqlite_exec(db: Path, *statements: str) -> None:
+    conn = sqlite3.connect(db, isolation_level=None)
+    try:
+        for statement in statements:
+            conn.execute(statement)
+    finally:
+        conn.close()
+
+
+def sqlite_rows(db: Path, query: str) -> list[tuple[object, ...]]:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return conn.execute(query).fetchall()
+    finally:
+        conn.close()
+
+
+def index_sql(db: Path) -> dict[str, str]:
+    """Each index's CREATE statement (whitespace normalised), which carries partial predicates."""
+    return {
+        name: re.sub(r"\s+", " ", sql)
+        for name, sql in sqlite_rows(db, "SELECT name, sql FROM sqlite_master "
+                                         "WHERE type = 'index' AND sql IS NOT NULL")
+    }
+
+
+# --- (a), (b): the migrations create exactly the metadata ----------------------------------------
+def test_a_database_migrated_by_sqew_equals_the_metadata(tmp_path: Path) -> None:
+    db = tmp_path / "fresh.db"
+    sqew.Client(db).close()
+    engine = create_engine(f"sqlite:///{db}", poolclass=pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            assert compare_metadata(MigrationContext.configure(conn), schema.metadata) == []
+            strict = MigrationContext.configure(
+                conn, opts={"compare_type": True, "compare_server_default": True})
+            assert compare_metadata(strict, schema.metadata) == []
+            assert migrate.current(conn) == migrate.head()
+    finally:
+        engine.dispose()
+
+
+def test_migrated_indexes_equal_the_metadata_including_partial_predicates(tmp_path: Path) -> None:
+    # Alembic's comparison does not look at partial-index WHERE clauses; the claim indexes
+    # depend on them, so compare the DDL SQLite stored for each index.
+    migrated, created = tmp_path / "migrated.db", tmp_path / "created.db"
+    sqew.Client(migrated).close()
+    engine = create_engine(f"sqlite:///{created}", poolclass=pool.NullPool)
+    try:
+        schema.metadata.create_all(engine)
+    finally:
+        engine.dispose()
+    assert index_sql(migrated) == index_sql(created)
+    assert any("WHERE" in sql for sql in index_sql(migrated).values())
+
+
+def test_the_sqlite_backends_schema_head_is_alembics_head() -> None:
+    assert migrate.head() == sqlite_backend.SCHEMA_HEAD
+    assert migrate.head() in migrate.known_revisions()
+
+
+# --- (c): refusals leave the file exactly as it was ---------------------------------------------
+def newer_sqew_db(tmp_path: Path) -> Path:
+    db = tmp_path / "newer.db"
+    sqew.Client(db).close()
+    # Rollback-journal mode, so that merely reading the file would not create -wal/-shm.
+    sqlite_exec(db, "UPDATE alembic_version SET version_num = '9999'",
+                "PRAGMA journal_mode=DELETE")
+    return db
+
+
+def foreign_db(tmp_path: Path) -> Path:
+    db = tmp_path / "other-app.db"
+    sqlite_exec(db, "CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL)",
+                "INSERT INTO invoices (total) VALUES (12.5)")
+    return db
+
+
+def text_file(tmp_path: Path) -> Path:
+    path = tmp_path / "notes.txt"
+    path.write_text("these are my notes, not a database\n" * 20)
+    return path
+
+
+def directory(tmp_path: Path) -> Path:
+    path = tmp_path / "a-directory"
+    path.mkdir()
+    (path / "keep.txt").write_text("x")
+    return path
+
+
+def missing_parent(tmp_path: Path) -> Path:
+    return tmp_path / "no-such-dir" / "q.db"
+
+
+REFUSED: dict[str, Callable[[Path], Path]] = {
+    "newer-revision": newer_sqew_db,
+    "foreign-sqlite": foreign_db,
+    "text-file": text_file,
+    "directory": directory,
+    "missing-parent": missing_parent,
+}
+
+
+def snapshot(target: Path) -> object:
+    """What must not change: a file's bytes and its siblings; a directory's listing."""
+    if target.is_file():
+        return sha256(target), sorted(p.name for p in target.parent.iterdir())
+    if target.is_dir():
+        return sorted(p.name for p in target.iterdir()), sorted(target.parent.iterdir())
+    return target.parent.exists()
+
+
+def assert_untouched(target: Path, before: object) -> None:
+    assert snapshot(target) == before
+    for suffix in ("-wal", "-shm", "-journal"):
+        assert not Path(f"{target}{suffix}").exists(), f"{suffix} created"
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_the_cli_refuses_with_one_error_line_and_leaves_the_target_untouched(
+    case: str, tmp_path: Path, procs: Procs
+) -> None:
+    target = REFUSED[case](tmp_path)
+    before = snapshot(target)
+    code, out, err = finish(procs.spawn([str(SQEW_BIN), "--db", str(target), "queue", "list"]), 60)
+    assert code == 1, (out, err)
+    assert "Traceback" not in err + out
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: ")
+    assert out == ""
+    assert_untouched(target, before)
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_the_client_refuses_with_a_sqew_error_and_leaves_the_target_untouched(
+    case: str, tmp_path: Path
+) -> None:
+    target = REFUSED[case](tmp_path)
+    before = snapshot(target)
+    with pytest.raises(sqew.SqewError):
+        sqew.Client(target).close()
+    assert_untouched(target, before)
+
+
+def test_a_refused_newer_database_still_has_its_data(tmp_path: Path) -> None:
+    db = newer_sqew_db(tmp_path)
+    with pytest.raises(sqew.errors.Unavailable):
+        sqew.Client(db)
+    assert sqlite_rows(db, "SELECT version_num FROM alembic_version") == [("9999",)]
+
+
+# --- (d): sqew db upgrade -----------------------------------------------------------------------
+def test_db_upgrade_creates_a_database_and_is_then_a_no_op(tmp_path: Path, procs: Procs) -> None:
+    db = tmp_path / "new.db"
+    argv = [str(SQEW_BIN), "--db", str(db), "db", "upgrade"]
+    code, out, err = finish(procs.spawn(argv), 60)
+    assert code == 0, err
+    assert migrate.head() in out
+    assert sqlite_rows(db, "SELECT version_num FROM alembic_version") == [(migrate.head(),)]
+    with contextlib.closing(sqew.Client(db)) as client:
+        client.create_queue("kept")
+        client.enqueue("kept", {"n": 1})
+
+    code, out, err = finish(procs.spawn(argv), 60)
+    assert code == 0, err
+    assert migrate.head() in out
+    assert sqlite_rows(db, "SELECT version_num FROM alembic_version") == [(migrate.head(),)]
+    with contextlib.closing(sqew.Client(db)) as client:
+        assert client.stats("kept").ready == 1
+
+
+def test_db_upgrade_refuses_a_newer_database_untouched(tmp_path: Path, procs: Procs) -> None:
+    db = newer_sqew_db(tmp_path)
+    before = snapshot(db)
+    code, out, err = finish(procs.spawn([str(SQEW_BIN), "--db", str(db), "db", "upgrade"]), 60)
+    assert code == 1, (out, err)
+    assert len(err.splitlines()) == 1 and err.startswith("error: ")
+    assert_untouched(db, before)
+
+
+# --- (e): six processes open one brand-new file at the same moment ------------------------------
+OPENER = r"""
+import os, sys, time, sqew
+db, name, ready, go = sys.argv[1:5]
+open(ready, "w").close()
+deadline = time.monotonic() + 30
+while not os.path.exists(go):  # the start barrier: every process is imported and waiting
+    if time.monotonic() > deadline:
+        sys.exit("no go signal")
+    time.sleep(0.001)
+client = sqew.Client(db)
+client.create_queue(name)
+client.close()
+"""
+
+
+def test_six_processes_open_a_new_file_at_once(tmp_path: Path, procs: Procs) -> None:
+    db = tmp_path / "race.db"
+    go = tmp_path / "go"
+    names = [f"q{n}" for n in range(6)]
+    ready = [tmp_path / f"{name}.ready" for name in names]
+    children = [procs.python(OPENER, str(db), name, str(flag), str(go))
+                for name, flag in zip(names, ready, strict=True)]
+    wait_for(lambda: all(f.exists() for f in ready), 60, "all six processes to be ready")
+    assert not db.exists()
+    go.touch()
+    for child in children:
+        code, _, err = finish(child, 60)
+        assert code == 0, err
+        assert "Traceback" not in err
+
+    with contextlib.closing(sqew.Client(db)) as client:
+        queues = {q.name for q in client.list_queues()}
+    assert queues == set(names) | {f"{n}.dlq" for n in names}
+    assert sqlite_rows(db, "SELECT version_num FROM alembic_version") == [(migrate.head(),)]
+    assert sqlite_rows(db, "PRAGMA integrity_check") == [("ok",)]
+    assert os.path.getsize(db) > 0
