@@ -102,6 +102,17 @@ def foreign_db(tmp_path: Path) -> Path:
     return db
 
 
+def corrupt_sqew_db(tmp_path: Path) -> Path:
+    good = tmp_path / "good.db"
+    sqew.Client(good).close()
+    sqlite_exec(good, "PRAGMA journal_mode=DELETE")
+    data = good.read_bytes()
+    good.unlink()
+    db = tmp_path / "corrupt.db"
+    db.write_bytes(data[:100] + b"\xff" * (len(data) - 100))  # a valid header, garbage pages
+    return db
+
+
 def text_file(tmp_path: Path) -> Path:
     path = tmp_path / "notes.txt"
     path.write_text("these are my notes, not a database\n" * 20)
@@ -122,6 +133,7 @@ def missing_parent(tmp_path: Path) -> Path:
 REFUSED: dict[str, Callable[[Path], Path]] = {
     "newer-revision": newer_sqew_db,
     "foreign-sqlite": foreign_db,
+    "corrupt-sqew": corrupt_sqew_db,
     "text-file": text_file,
     "directory": directory,
     "missing-parent": missing_parent,
