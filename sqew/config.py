@@ -46,6 +46,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
         reap_interval_ms: how often expired messages are removed.
         log_level: server log level.
         access_log: log every request.
+        trace_sql: log every SQL statement at debug level on the ``sqew.sql`` logger.
     """
 
     db: str = "sqew.db"
@@ -61,6 +62,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     reap_interval_ms: Positive = 1000
     log_level: LogLevel = "info"
     access_log: bool = False
+    trace_sql: bool = False
 
     @classmethod
     def load(

@@ -196,3 +196,22 @@ def realtime_target(make_target: Callable[[Clock], Target]) -> Target:
 def db_path(tmp_path: Path) -> Path:
     """A fresh SQLite file path (not created) for tests that work on files directly."""
     return tmp_path / "q.db"
+
+
+@pytest.fixture
+def start_server(tmp_path: Path) -> Iterator[Callable[..., ServerThread]]:
+    """Starts real servers in threads: ``start_server(clock=..., **settings)``; all stopped after.
+
+    The database defaults to ``tmp_path/server.db``.
+    """
+    started: list[ServerThread] = []
+
+    def start(clock: Clock = system_clock, **settings: object) -> ServerThread:
+        settings.setdefault("db", str(tmp_path / "server.db"))
+        db = Path(str(settings.pop("db")))
+        started.append(ServerThread(server_settings(db, **settings), clock))
+        return started[-1]
+
+    yield start
+    for server in reversed(started):
+        server.stop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from sqew.backends.base import Backend
 from sqew.errors import ValidationError
@@ -19,9 +20,12 @@ def sqlite_path(target: str | os.PathLike[str]) -> str | None:
 
 
 def open_backend(
-    target: str | os.PathLike[str], *, durability: str = "normal", upgrade: bool = False
+    target: str | os.PathLike[str], *, durability: str = "normal", upgrade: bool = False,
+    trace: Callable[[str], None] | None = None,
 ) -> Backend:
     """Open the database a target names: a file path or ``sqlite:///path``.
+
+    ``trace`` is called with the text of every SQL statement the backend runs (diagnostics).
 
     Raises:
         sqew.errors.Unavailable: the database cannot be opened or is not a sqew database.
@@ -38,4 +42,4 @@ def open_backend(
         raise ValidationError("empty database path")
     from sqew.backends.sqlite import SqliteBackend
 
-    return SqliteBackend(path, durability=durability, upgrade=upgrade)
+    return SqliteBackend(path, durability=durability, upgrade=upgrade, trace=trace)

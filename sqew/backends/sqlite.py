@@ -12,7 +12,7 @@ import fcntl
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
@@ -39,10 +39,11 @@ class SqliteBackend(Backend):
         durability: ``"normal"`` (synchronous=NORMAL: safe against a process crash) or
             ``"full"`` (synchronous=FULL: safe against power loss).
         upgrade: apply pending migrations to an existing database instead of refusing it.
+        trace: called with every SQL statement run on the connections of this backend.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, durability: str = "normal",
-                 upgrade: bool = False) -> None:
+                 upgrade: bool = False, trace: Callable[[str], None] | None = None) -> None:
         if durability not in ("normal", "full"):
             raise errors.ValidationError("durability must be 'normal' or 'full'")
         self.path = Path(path)
@@ -51,6 +52,7 @@ class SqliteBackend(Backend):
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._closed = False
+        self._trace = trace
         _check_path(self.path)
         self._prepare(upgrade)
 
@@ -111,6 +113,8 @@ class SqliteBackend(Backend):
             conn.execute("PRAGMA cache_size=-65536")
             conn.execute("PRAGMA mmap_size=268435456")
             conn.execute("PRAGMA temp_store=MEMORY")
+            if self._trace is not None:
+                conn.set_trace_callback(self._trace)
         except BaseException:
             conn.close()
             raise

@@ -67,7 +67,8 @@ class Runtime:
     def startup(self) -> None:
         """Open the database and start the thread pools and the reaper."""
         s = self.settings
-        backend = open_backend(s.db, durability=s.durability)
+        trace = logging.getLogger("sqew.sql").debug if s.trace_sql else None
+        backend = open_backend(s.db, durability=s.durability, trace=trace)
         self._service = QueueService(
             backend, clock=self.clock, reap_interval_ms=s.reap_interval_ms,
             group_commit=s.group_commit,
