@@ -1,0 +1,207 @@
+"""Bad input per endpoint over real HTTP: every error is SPEC's envelope with the right status."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from sqew.core.clock import ManualClock
+
+LIMIT = 64 * 1024  # the server's max_body_bytes in these tests
+
+
+def envelope(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    """Check ``response`` is exactly SPEC's error envelope; return its ``error`` object."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    body = response.json()
+    assert set(body) == {"error"}, body
+    error = body["error"]
+    assert set(error) <= {"code", "message", "details"} and {"code", "message"} <= set(error)
+    assert error["code"] == code, body
+    assert isinstance(error["message"], str) and error["message"]
+    assert "Traceback" not in response.text
+    return dict(error)
+
+
+@pytest.fixture
+def http(start_server: Callable[..., Any]) -> Iterator[httpx.Client]:
+    clock = ManualClock()
+    server = start_server(clock=clock, max_body_bytes=LIMIT)
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        assert client.post("/queues", json={"name": "q", "max_payload_bytes": 1000,
+                                            "max_attempts": 1}).status_code == 201
+        client.clock = clock  # type: ignore[attr-defined]
+        yield client
+
+
+def test_unknown_paths_and_methods(http: httpx.Client) -> None:
+    envelope(http.get("/nope"), 404, "NotFound")
+    envelope(http.get("/queues/q/nope"), 404, "NotFound")
+    envelope(http.get("/schema"), 404, "NotFound")  # no schema pages are served
+    error = envelope(http.put("/queues"), 405, "MethodNotAllowed")
+    assert "PUT" in error["message"]
+    envelope(http.delete("/queues/q/poll"), 405, "MethodNotAllowed")
+    envelope(http.get("/queues/q/ack"), 405, "MethodNotAllowed")
+
+
+BODY_ENDPOINTS = [
+    ("POST", "/queues"), ("PATCH", "/queues/q"), ("POST", "/queues/q/messages"),
+    ("POST", "/queues/q/ack"), ("POST", "/queues/q/nack"), ("POST", "/queues/q/extend-lease"),
+    ("POST", "/queues/q/dlq/requeue"),
+]
+
+
+@pytest.mark.parametrize(("method", "path"), BODY_ENDPOINTS)
+def test_malformed_bodies(http: httpx.Client, method: str, path: str) -> None:
+    envelope(http.request(method, path, content=b"{bad"), 400, "InvalidRequest")
+    envelope(http.request(method, path, content=b'{"a": "\xff\xfe"}'), 400, "InvalidRequest")
+    error = envelope(http.request(method, path, json={"unknown_field": 1, "id": 1}), 400,
+                     "ValidationError")
+    assert error.get("details"), error
+    envelope(http.request(method, path, content=b"[1, 2]"), 400, "ValidationError")
+
+
+@pytest.mark.parametrize(("method", "path"), [p for p in BODY_ENDPOINTS if "requeue" not in p[1]])
+def test_empty_body_where_one_is_needed(http: httpx.Client, method: str, path: str) -> None:
+    envelope(http.request(method, path, content=b""), 400, "InvalidRequest")
+
+
+@pytest.mark.parametrize("query", [
+    {"batch": 0}, {"batch": 101}, {"batch": "x"}, {"wait_ms": 20001}, {"wait_ms": -1},
+    {"visibility_ms": -1},
+])
+def test_poll_parameters_out_of_range(http: httpx.Client, query: dict[str, Any]) -> None:
+    error = envelope(http.post("/queues/q/poll", params=query), 400, "ValidationError")
+    assert error.get("details")
+
+
+def test_other_parameters_out_of_range(http: httpx.Client) -> None:
+    envelope(http.get("/queues/q/peek", params={"limit": 0}), 400, "ValidationError")
+    envelope(http.get("/queues/q/peek", params={"limit": 101}), 400, "ValidationError")
+    envelope(http.get("/queues/q/dlq", params={"limit": 0}), 400, "ValidationError")
+    envelope(http.get("/queues/q/messages/0"), 400, "ValidationError")
+    envelope(http.get("/queues/q/messages/abc"), 404, "NotFound")  # no such route
+    envelope(http.post("/queues", json={"name": "x", "visibility_ms": -5}), 400,
+             "ValidationError")
+    envelope(http.post("/queues/q/messages", json={"payload": 1}, headers={
+        "Idempotency-Key": "k" * 129}), 400, "ValidationError")
+
+
+def test_not_found_and_conflicts(http: httpx.Client) -> None:
+    envelope(http.get("/queues/nope"), 404, "QueueNotFound")
+    envelope(http.post("/queues/nope/messages", json={"payload": 1}), 404, "QueueNotFound")
+    envelope(http.post("/queues/nope/poll"), 404, "QueueNotFound")
+    envelope(http.get("/queues/q/messages/99"), 404, "MessageNotFound")
+    envelope(http.delete("/queues/q/messages/99"), 404, "MessageNotFound")
+    envelope(http.post("/queues/q/ack", json={"id": 99, "token": "t"}), 404, "MessageNotFound")
+    envelope(http.post("/queues", json={"name": "q"}), 409, "QueueExists")
+    envelope(http.post("/queues", json={"name": "q.dlq"}), 400, "ValidationError")
+    http.post("/queues/q/messages", json={"payload": 1})
+    leased = http.post("/queues/q/poll").json()["messages"][0]
+    envelope(http.post("/queues/q/ack", json={"id": leased["id"], "token": "wrong"}), 409,
+             "LeaseLost")
+    envelope(http.post("/queues/q/extend-lease", json={"id": leased["id"], "token": "wrong",
+                                                      "ms": 10}), 409, "LeaseLost")
+    # Batch forms answer 200 with per-item statuses instead.
+    got = http.post("/queues/q/ack", json={"acks": [{"id": leased["id"], "token": "wrong"},
+                                                    {"id": 99, "token": "t"}]})
+    assert got.status_code == 200
+    assert got.json() == {"results": [{"id": leased["id"], "status": "lease_lost"},
+                                      {"id": 99, "status": "not_found"}]}
+
+
+def test_payload_over_the_queue_limit(http: httpx.Client) -> None:
+    envelope(http.post("/queues/q/messages", json={"payload": "x" * 2000}), 413,
+             "PayloadTooLarge")
+    batch = {"messages": [{"payload": 1}, {"payload": "x" * 2000}]}
+    envelope(http.post("/queues/q/messages", json=batch), 413, "PayloadTooLarge")
+    assert http.get("/queues/q/stats").json()["enqueued_total"] == 0  # all or nothing
+
+
+def test_body_over_the_server_limit_with_a_length(http: httpx.Client) -> None:
+    body = b'{"payload": "' + b"x" * (LIMIT * 2) + b'"}'
+    envelope(http.post("/queues/q/messages", content=body), 413, "PayloadTooLarge")
+
+
+def test_streamed_body_over_the_limit_is_refused_without_holding_it(
+    http: httpx.Client,
+) -> None:
+    # A chunked body (no Content-Length) far over the limit: the server answers 413 and never
+    # holds the body in memory (the server runs in this process: its memory is ours).
+    import psutil
+
+    total = 300 * 1024 * 1024
+    me = psutil.Process()
+    before = me.memory_info().rss
+
+    def chunks() -> Iterator[bytes]:
+        yield b'{"payload": "'
+        chunk = b"x" * 65536
+        for _ in range(total // len(chunk)):
+            yield chunk
+        yield b'"}'
+
+    try:
+        response: httpx.Response | None = http.post("/queues/q/messages", content=chunks())
+    except httpx.TransportError:
+        response = None  # the server answered and closed while we were still sending
+    if response is not None:
+        envelope(response, 413, "PayloadTooLarge")
+    assert me.memory_info().rss - before < 100 * 1024 * 1024
+    assert http.get("/queues/q/stats").json()["enqueued_total"] == 0
+    assert http.get("/healthz").json() == {"status": "ok"}
+
+
+def test_quotas_answer_429_with_retry_after(http: httpx.Client) -> None:
+    http.post("/queues", json={"name": "small", "max_depth": 1})
+    http.post("/queues/small/messages", json={"payload": 1})
+    full = http.post("/queues/small/messages", json={"payload": 2})
+    envelope(full, 429, "QueueFull")
+    assert int(full.headers["retry-after"]) >= 0
+    http.post("/queues", json={"name": "slow", "rate_limit_per_s": 1})
+    http.post("/queues/slow/messages", json={"payload": 1})
+    limited = http.post("/queues/slow/messages", json={"payload": 2})
+    envelope(limited, 429, "RateLimited")
+    assert int(limited.headers["retry-after"]) >= 1
+
+
+def test_internal_errors_hide_the_detail_and_give_a_request_id(
+    start_server: Callable[..., Any], tmp_path: Any,
+) -> None:
+    # A real failure the service does not expect: a table disappears under the running server
+    # (another program damaging the file).
+    import logging
+    import sqlite3
+
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    db = tmp_path / "broken.db"
+    server = start_server(db=str(db))
+    logger = logging.getLogger("sqew.server")
+    keep = Keep(logging.ERROR)
+    logger.addHandler(keep)
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as http:
+            http.post("/queues", json={"name": "q"})
+            conn = sqlite3.connect(db)
+            conn.execute("DROP TABLE dedup")
+            conn.commit()
+            conn.close()
+            response = http.post("/queues/q/messages",
+                                 json={"payload": 1, "idempotency_key": "k"})
+    finally:
+        logger.removeHandler(keep)
+    error = envelope(response, 500, "InternalError")
+    request_id = response.headers["x-request-id"]
+    assert request_id in error["message"]
+    assert "dedup" not in response.text and "sqlite" not in response.text.lower()
+    logged = [r for r in records if request_id in r.getMessage()]
+    assert logged and logged[0].exc_info is not None  # the detail is in the log
