@@ -102,7 +102,7 @@ def log_config(level: str) -> dict[str, Any]:
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """A listening-ready TCP socket on ``host:port`` (port 0 picks a free one).
+    """A listening TCP socket on ``host:port`` (port 0 picks a free one).
 
     Raises:
         sqew.errors.Unavailable: the address cannot be bound (in use, not local, …).
@@ -117,6 +117,9 @@ def bind(host: str, port: int) -> socket.socket:
         raise errors.Unavailable(
             f"cannot listen on {host}:{port}: {exc.strerror or exc}"
         ) from None
+    # Listen now: the "serving on" line may be printed (and acted on) before uvicorn takes the
+    # socket over; connections made meanwhile wait in the backlog instead of being refused.
+    sock.listen(2048)
     sock.set_inheritable(True)
     return sock
 
