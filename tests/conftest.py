@@ -215,3 +215,11 @@ def start_server(tmp_path: Path) -> Iterator[Callable[..., ServerThread]]:
     yield start
     for server in reversed(started):
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def module_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
+    """One real server (thread, system clock) shared by a module's tests."""
+    server = ServerThread(server_settings(tmp_path_factory.mktemp("server") / "m.db"))
+    yield server
+    server.stop()
