@@ -2,9 +2,10 @@
 
 Under concurrency a commit per request makes the database the bottleneck (and, with
 synchronous=FULL, one fsync per request). Here every pending operation runs inside one
-transaction, each in its own savepoint so that one failing operation (a quota, a missing
-queue) is rolled back alone; the batch is committed once and only then is each caller told
-its result, so a success still means "committed".
+transaction; if one fails (a quota, a missing queue), the attempt is rolled back and the group
+runs again with each operation in its own savepoint, so the failing one is rolled back alone.
+The group is committed once and only then is each caller told its result, so a success still
+means "committed".
 """
 
 from __future__ import annotations
@@ -77,12 +78,31 @@ class GroupCommitter:
                 return
 
     def _commit(self, group: list[tuple[Callable[[Tx], Any], Future[Any]]]) -> None:
+        group = [(fn, f) for fn, f in group if f.set_running_or_notify_cancel()]
+        if not group:
+            return
+        # Optimistic first: the whole group in one transaction without savepoints (two fewer
+        # statements per operation). Operations rarely fail; when one does, nothing of this
+        # attempt is kept and the group runs again with a savepoint around each operation.
+        try:
+            with self._backend.write() as tx:
+                results = [fn(tx) for fn, _ in group]
+        except Exception:
+            self._commit_isolated(group)
+            return
+        except BaseException as exc:
+            for _fn, future in group:
+                future.set_exception(errors.InternalError())
+            raise exc
+        for (_fn, future), value in zip(group, results, strict=True):
+            future.set_result(value)
+
+    def _commit_isolated(self, group: list[tuple[Callable[[Tx], Any], Future[Any]]]) -> None:
+        """Run the group again, each operation in a savepoint: one failure fails only itself."""
         outcomes: list[tuple[Future[Any], bool, Any]] = []
         try:
             with self._backend.write() as tx:
                 for fn, future in group:
-                    if not future.set_running_or_notify_cancel():
-                        continue
                     try:
                         with tx.savepoint():
                             outcomes.append((future, True, fn(tx)))

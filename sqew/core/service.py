@@ -10,6 +10,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import TypeVar
 
 import msgspec
@@ -154,6 +155,35 @@ class QueueService:
         self, queue: str, messages: Sequence[models.MessageIn]
     ) -> list[models.EnqueueResult]:
         """Enqueue messages all-or-nothing; duplicates (idempotency) return the first id."""
+        results = self._write(self._enqueue_op(queue, messages))
+        self.waker.notify()
+        return results
+
+    def enqueue_soon(
+        self, queue: str, messages: Sequence[models.MessageIn]
+    ) -> Future[list[models.EnqueueResult]]:
+        """``enqueue`` for callers that must not block (an event loop): a future of its result.
+
+        With group commit the operation joins the writer's next transaction and the caller's
+        thread is never held; without it, it runs now and the future is already resolved.
+        """
+        op = self._enqueue_op(queue, messages)
+        if self._committer is None:
+            done: Future[list[models.EnqueueResult]] = Future()
+            try:
+                done.set_result(self._write(op))
+                self.waker.notify()
+            except BaseException as exc:
+                done.set_exception(exc)
+            return done
+        future = self._committer.submit(op)
+        future.add_done_callback(lambda _: self.waker.notify())
+        return future
+
+    def _enqueue_op(
+        self, queue: str, messages: Sequence[models.MessageIn]
+    ) -> Callable[[Tx], list[models.EnqueueResult]]:
+        """The write that enqueues ``messages`` (validated here, before it is queued)."""
         if not 1 <= len(messages) <= models.MAX_BATCH_ENQUEUE:
             raise errors.ValidationError(
                 f"a batch holds 1 to {models.MAX_BATCH_ENQUEUE} messages"
@@ -170,9 +200,7 @@ class QueueService:
                 raise errors.QueueNotFound(f"queue '{queue}' does not exist")
             return self._enqueue_in(tx, q, messages, now, True)
 
-        results = self._write(op)
-        self.waker.notify()
-        return results
+        return op
 
     def _enqueue_in(
         self,

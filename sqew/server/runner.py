@@ -108,7 +108,9 @@ def bind(host: str, port: int) -> socket.socket:
         sqew.errors.Unavailable: the address cannot be bound (in use, not local, …).
     """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP given explicitly: asyncio turns on TCP_NODELAY only for sockets whose proto
+    # says TCP, and without it Nagle's algorithm meets delayed ACKs (~40 ms stalls).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))

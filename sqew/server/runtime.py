@@ -114,6 +114,14 @@ class Runtime:
         call = functools.partial(fn, *args, **kwargs)
         return await asyncio.get_running_loop().run_in_executor(self._pool, call)
 
+    async def enqueue(
+        self, queue: str, messages: list[models.MessageIn]
+    ) -> list[models.EnqueueResult]:
+        """Enqueue without holding a thread: the writer's commit resolves the awaited future."""
+        if not self.settings.group_commit:  # the write would run here, on the event loop
+            return await self.run(self.service.enqueue, queue, messages)
+        return await asyncio.wrap_future(self.service.enqueue_soon(queue, messages))
+
     async def poll(
         self, request: Request[Any, Any, Any], queue: str, batch: int, wait_ms: int,
         visibility_ms: int | None,

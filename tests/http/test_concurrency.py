@@ -70,3 +70,33 @@ def test_eight_long_polling_consumers_and_two_producers(
     assert (stats.ready, stats.leased, stats.delayed) == (0, 0, 0)
     assert stats.enqueued_total == stats.acked_total == total
     admin.close()
+
+
+def test_concurrent_writes_that_fail_fail_alone(start_server: Callable[..., Any]) -> None:
+    # Concurrent requests share the writer's transactions (group commit); a request that fails
+    # (unknown queue, payload over the limit) must not take the others of its group with it.
+    server = start_server()
+    with sqew.Client(server.url) as admin:
+        admin.create_queue("q", max_payload_bytes=100)
+
+    def send(i: int) -> str:
+        with sqew.Client(server.url) as c:
+            kind = ("ok", "missing", "large")[i % 3]
+            try:
+                if kind == "ok":
+                    c.enqueue("q", {"i": i})
+                elif kind == "missing":
+                    c.enqueue("nope", {"i": i})
+                else:
+                    c.enqueue("q", "x" * 200)
+            except sqew.SqewError as exc:
+                return f"{kind}:{exc.code}"
+            return f"{kind}:ok"
+
+    with ThreadPoolExecutor(24) as pool:
+        outcomes = Counter(pool.map(send, range(600)))
+    assert outcomes == {"ok:ok": 200, "missing:QueueNotFound": 200,
+                        "large:PayloadTooLarge": 200}
+    with sqew.Client(server.url) as admin:
+        stats = admin.stats("q")
+        assert stats.ready == stats.enqueued_total == 200

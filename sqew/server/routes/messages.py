@@ -53,11 +53,11 @@ async def enqueue(
                 details=[{"field": "Idempotency-Key", "message": "not allowed with a batch"}],
             )
         batch = decode(body, models.MessageBatchIn)
-        return models.EnqueueBatchResult(await rt.run(rt.service.enqueue, q, batch.messages))
+        return models.EnqueueBatchResult(await rt.enqueue(q, batch.messages))
     message = decode(body, models.MessageIn)
     if idempotency_key is not None:
         message = _with_key(message, idempotency_key)
-    (result,) = await rt.run(rt.service.enqueue, q, [message])
+    (result,) = await rt.enqueue(q, [message])
     return result
 
 
