@@ -78,6 +78,26 @@ class QueueService:
         with self.backend.write() as tx:
             return op(tx)
 
+    def _write_soon(self, op: Callable[[Tx], T], *, notify: bool = False) -> Future[T]:
+        """``_write`` for callers that must not block: a future of the committed result.
+
+        With group commit the caller's thread is never held; without it, the write runs now
+        and the future is already resolved. ``notify`` wakes long polls once it committed.
+        """
+        if self._committer is None:
+            done: Future[T] = Future()
+            try:
+                done.set_result(self._write(op))
+            except BaseException as exc:
+                done.set_exception(exc)
+            if notify:
+                self.waker.notify()
+            return done
+        future = self._committer.submit(op)
+        if notify:
+            future.add_done_callback(lambda _: self.waker.notify())
+        return future
+
     @staticmethod
     def _queue(tx: Tx, name: str) -> QueueRow:
         row = tx.get_queue(name)
@@ -167,18 +187,7 @@ class QueueService:
         With group commit the operation joins the writer's next transaction and the caller's
         thread is never held; without it, it runs now and the future is already resolved.
         """
-        op = self._enqueue_op(queue, messages)
-        if self._committer is None:
-            done: Future[list[models.EnqueueResult]] = Future()
-            try:
-                done.set_result(self._write(op))
-                self.waker.notify()
-            except BaseException as exc:
-                done.set_exception(exc)
-            return done
-        future = self._committer.submit(op)
-        future.add_done_callback(lambda _: self.waker.notify())
-        return future
+        return self._write_soon(self._enqueue_op(queue, messages), notify=True)
 
     def _enqueue_op(
         self, queue: str, messages: Sequence[models.MessageIn]
@@ -329,9 +338,29 @@ class QueueService:
             if (cancel is not None and cancel.is_set()) or self.backend.change_marker() != marker:
                 return
 
+    def poll_soon(
+        self, queue: str, *, batch: int = 1, visibility_ms: int | None = None
+    ) -> Future[tuple[list[models.LeasedMessage], int | None]]:
+        """A poll that does not wait, for callers that must not block (see ``enqueue_soon``).
+
+        The future holds ``(messages, None)``. Like ``poll``, it reaps first when a reap is
+        due (queued ahead of the claim, not waited for).
+        """
+        check_range("batch", batch, 1, models.MAX_POLL_BATCH)
+        if visibility_ms is not None:
+            check_range("visibility_ms", visibility_ms, 0, 43_200_000)
+        if self.clock() - self._last_reap >= self._reap_interval:
+            self._write_soon(self._reap_op())  # runs before the claim: writes keep their order
+        return self._write_soon(self._claim_op(queue, batch, visibility_ms, want_due=False))
+
     def _claim(
         self, queue: str, batch: int, visibility_ms: int | None, *, want_due: bool
     ) -> tuple[list[models.LeasedMessage], int | None]:
+        return self._write(self._claim_op(queue, batch, visibility_ms, want_due=want_due))
+
+    def _claim_op(
+        self, queue: str, batch: int, visibility_ms: int | None, *, want_due: bool
+    ) -> Callable[[Tx], tuple[list[models.LeasedMessage], int | None]]:
         now = self.clock()
 
         def op(tx: Tx) -> tuple[list[models.LeasedMessage], int | None]:
@@ -346,7 +375,7 @@ class QueueService:
             due = tx.next_due(q.id) if want_due and not rows else None
             return [views.leased(r, q) for r in rows], due
 
-        return self._write(op)
+        return op
 
     def _expire_leases(self, tx: Tx, q: QueueRow, now: int) -> None:
         if q.parent_id is None:
@@ -360,6 +389,17 @@ class QueueService:
     # --- ack / nack / extend --------------------------------------------------------------------
     def ack(self, queue: str, items: Sequence[tuple[int, str]]) -> list[models.ItemResult]:
         """Acknowledge messages; per-item status ``acked`` / ``lease_lost`` / ``not_found``."""
+        return self._write(self._ack_op(queue, items))
+
+    def ack_soon(
+        self, queue: str, items: Sequence[tuple[int, str]]
+    ) -> Future[list[models.ItemResult]]:
+        """``ack`` for callers that must not block (see ``enqueue_soon``)."""
+        return self._write_soon(self._ack_op(queue, items))
+
+    def _ack_op(
+        self, queue: str, items: Sequence[tuple[int, str]]
+    ) -> Callable[[Tx], list[models.ItemResult]]:
         now = self.clock()
 
         def op(tx: Tx) -> list[models.ItemResult]:
@@ -380,7 +420,7 @@ class QueueService:
             tx.add_counters(q.id, depth=missed, acked_total=-missed)
             return out
 
-        return self._write(op)
+        return op
 
     @staticmethod
     def _miss(tx: Tx, q: QueueRow, msg_id: int) -> str:
@@ -534,15 +574,21 @@ class QueueService:
 
     def reap(self) -> int:
         """Remove a bounded number of expired messages and tombstones in every queue."""
+        return self._write(self._reap_op())
+
+    def _reap_op(self) -> Callable[[Tx], int]:
         now = self.clock()
         self._last_reap = now
-        removed = 0
-        with self.backend.write() as tx:
+
+        def op(tx: Tx) -> int:
+            removed = 0
             for q in tx.list_queues():
                 reaped = tx.reap_messages(q.id, now, REAP_LIMIT)
                 tx.add_counters(q.id, depth=-reaped, expired_total=reaped)
                 removed += reaped
             return removed + tx.reap_dedup(None, now, REAP_LIMIT)
+
+        return op
 
     def _maybe_reap(self) -> None:
         if self.clock() - self._last_reap >= self._reap_interval:

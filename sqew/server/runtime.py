@@ -127,12 +127,21 @@ class Runtime:
             return await self.run(self.service.enqueue, queue, messages)
         return await asyncio.wrap_future(self.service.enqueue_soon(queue, messages))
 
+    async def ack(self, queue: str, items: list[tuple[int, str]]) -> list[models.ItemResult]:
+        """Acknowledge without holding a thread (see ``enqueue``)."""
+        if not self.settings.group_commit:
+            return await self.run(self.service.ack, queue, items)
+        return await asyncio.wrap_future(self.service.ack_soon(queue, items))
+
     async def poll(
         self, request: Request[Any, Any, Any], queue: str, batch: int, wait_ms: int,
         visibility_ms: int | None,
     ) -> list[models.LeasedMessage]:
         """A poll that may wait: on the poll threads, ending (leasing nothing) if the client
         disconnects while it waits."""
+        if wait_ms == 0 and self.settings.group_commit:
+            future = self.service.poll_soon(queue, batch=batch, visibility_ms=visibility_ms)
+            return (await asyncio.wrap_future(future))[0]
         if wait_ms == 0 or self._polls is None:
             return await self.run(self.service.poll, queue, batch=batch, wait_ms=0,
                                   visibility_ms=visibility_ms)

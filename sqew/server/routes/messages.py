@@ -89,10 +89,10 @@ async def ack(request: Req, q: QueuePath) -> models.ResultList:
     if _ACKS.match(body):
         items = decode(body, models.AckBatchIn).acks
         return models.ResultList(
-            await rt.run(rt.service.ack, q, [(a.id, a.token) for a in items])
+            await rt.ack(q, [(a.id, a.token) for a in items])
         )
     one = decode(body, models.AckIn)
-    (result,) = await rt.run(rt.service.ack, q, [(one.id, one.token)])
+    (result,) = await rt.ack(q, [(one.id, one.token)])
     if result.status != "acked":
         raise item_error(result)
     return models.ResultList([result])
