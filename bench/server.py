@@ -83,6 +83,7 @@ class Run:
     socket_errors: int = 0
     wrk_cpu: float = 0.0  # cores used by wrk
     server_cpu: float = 0.0  # cores used by the server's processes
+    other_cpu: float = 0.0  # cores used by everything else on the machine (noise)
     depth: int | None = None  # ready messages at the start, where that matters
     note: str = ""
 
@@ -298,12 +299,14 @@ class Bench:
                "--timeout", "30s", "-s", str(LUA / script), server.url, "--", *args]
         before_wrk = resource.getrusage(resource.RUSAGE_CHILDREN)
         before_srv = server.cpu_seconds()
+        before_all = _busy_seconds()
         started = time.monotonic()
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False,
                               timeout=seconds + 120)
         wall = time.monotonic() - started
         after_wrk = resource.getrusage(resource.RUSAGE_CHILDREN)
         srv_cpu = (server.cpu_seconds() - before_srv) / wall
+        all_cpu = (_busy_seconds() - before_all) / wall
         wrk_cpu = (after_wrk.ru_utime + after_wrk.ru_stime - before_wrk.ru_utime
                    - before_wrk.ru_stime) / wall
         if proc.returncode != 0:
@@ -314,19 +317,35 @@ class Bench:
                   p50_ms=got["p50"], p99_ms=got["p99"], requests=got["requests"],
                   bad=got["bad"], errors=got["errors"], empty=got["empty"],
                   socket_errors=got["socket_errors"], wrk_cpu=wrk_cpu, server_cpu=srv_cpu,
-                  depth=depth, note=got["first"])
+                  other_cpu=max(0.0, all_cpu - srv_cpu - wrk_cpu), depth=depth,
+                  note=got["first"])
         self.runs.append(run)
         flag = "" if run.valid else "  INVALID " + _why(run)
         print(f"  {label:<16} {workload:<13} c={conns:<3} t={threads} {run.rps:9.0f} req/s "
               f"{run.items_ps:9.0f} msg/s p50 {run.p50_ms:7.2f} ms p99 {run.p99_ms:8.2f} ms "
-              f"cpu srv {srv_cpu:.2f} wrk {wrk_cpu:.2f}{flag}", file=sys.stderr, flush=True)
+              f"cpu srv {srv_cpu:.2f} wrk {wrk_cpu:.2f} other {run.other_cpu:.2f}{flag}",
+              file=sys.stderr, flush=True)
         return run
+
+    def warm(self, server: Server, scripts: list[tuple[str, tuple[str, ...]]]) -> None:
+        """Run each script for 1 s at 16 connections, unrecorded: a fresh server's first second
+        (imports finishing, statement caches, a full garbage collection) is not its speed."""
+        for script, args in scripts:
+            subprocess.run(["wrk", "-t2", "-c16", "-d1s", "--timeout", "30s", "-s",
+                            str(LUA / script), server.url, "--", *args],
+                           capture_output=True, check=False, timeout=120)
 
     def select(self, server: str, workload: str, conns: int, threads: int | None = None
                ) -> list[Run]:
         """The recorded runs of one cell."""
         return [r for r in self.runs if r.server == server and r.workload == workload
                 and r.conns == conns and (threads is None or r.threads == threads)]
+
+
+def _busy_seconds() -> float:
+    """CPU seconds the whole machine has been busy (all cores, all processes)."""
+    t = psutil.cpu_times()
+    return float(sum(t) - t.idle - getattr(t, "iowait", 0.0))
 
 
 def _why(run: Run) -> str:
@@ -397,6 +416,7 @@ def run_all(plan: Plan, work: Path) -> Bench:
 def _interleave(bench: Bench, srv: Server, label: str,
                 workloads: list[tuple[str, str, tuple[str, ...]]], conns: tuple[int, ...],
                 deep: int) -> None:
+    bench.warm(srv, [(script, args) for _, script, args in workloads])
     for c in conns:
         for _ in range(bench.rounds):
             for workload, script, args in workloads:
@@ -427,6 +447,7 @@ def _depth(bench: Bench, plan: Plan, work: Path, logs: Path, template: Path) -> 
             prefill(db, {QUEUE: depth})
         label = f"sqew d={_k(depth)}"
         with serving(lambda label=label, db=db: sqew_server(label, db, logs)) as srv:
+            bench.warm(srv, [("healthz.lua", ()), ("pollack.lua", (QUEUE, "10", "refill"))])
             for _ in range(bench.rounds):
                 bench.wrk(srv, label, "cycle", "pollack.lua", 16, QUEUE, "10", "refill",
                           depth=depth)
@@ -502,8 +523,8 @@ def _num(x: float) -> str:
 def table(bench: Bench) -> list[str]:
     """The Markdown table of every cell (median of its rounds)."""
     lines = ["| server | workload | conns | req/s | msg/s | p50 ms | p99 ms | srv CPU | "
-             "wrk CPU | runs | valid |",
-             "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|"]
+             "wrk CPU | other CPU | runs | valid |",
+             "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|"]
     seen: list[tuple[str, str, int]] = []
     for r in bench.runs:
         key = (r.server, r.workload, r.conns)
@@ -515,7 +536,8 @@ def table(bench: Bench) -> list[str]:
         lines.append(
             f"| {server} | {workload} | {conns} | {_num(c.med('rps'))} | "
             f"{_num(msgs) if msgs else '-'} | {c.med('p50_ms'):.2f} | {c.med('p99_ms'):.2f} | "
-            f"{c.med('server_cpu'):.2f} | {c.med('wrk_cpu'):.2f} | {len(c.runs)} | "
+            f"{c.med('server_cpu'):.2f} | {c.med('wrk_cpu'):.2f} | {c.med('other_cpu'):.2f} | "
+            f"{len(c.runs)} | "
             f"{'yes' if c.valid else 'NO: ' + '; '.join(_why(r) for r in c.runs if not r.valid)}"
             " |")
     return lines
@@ -555,6 +577,12 @@ def ratio(name: str, num: Cell, den: Cell, bound: float | None, attr: str = "rps
 def checks(bench: Bench, deep: int) -> list[Check]:
     """Every target of the issue, computed from the runs."""
     out: list[Check] = []
+    for server in ("sqew", "sqew full", "sqew w2"):
+        h = cell(bench, server, "healthz", 1)
+        # A keep-alive request that waits for a delayed ACK (~40 ms: Nagle's algorithm on a
+        # socket without TCP_NODELAY) makes every ratio below meaningless: check first.
+        out.append(Check(f"sanity, {server}: healthz p50 at c=1 (no ~40 ms stall)",
+                         h.med("p50_ms"), 5.0, False, h.valid, " ms", ran=bool(h.runs)))
     for server, bound in (("sqew", 0.65), ("sqew full", 0.55)):
         for c in (16, 64):
             out.append(ratio(f"{server}: enqueue / healthz, c={c}",
@@ -663,7 +691,7 @@ def report(bench: Bench, plan: Plan, elapsed: float, found: list[Check]) -> str:
              f"{plan.duration:g} s per wrk run, {plan.rounds} interleaved round(s), "
              f"deep queue {plan.deep:,} messages.", "", *environment(), "", *table(bench), "",
              "| target | measured | bound | verdict |", "|---|--:|--:|---|"]
-    for ch in found:
+    for ch in (c for c in found if c.ran):
         bound = "-" if ch.bound is None else (
             f"{'≥' if ch.higher_is_better else '<'} {ch.bound:g}{ch.unit}")
         lines.append(f"| {ch.name} | {ch.value:.3g}{ch.unit} | {bound} | {ch.verdict} |")
