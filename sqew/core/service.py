@@ -340,18 +340,19 @@ class QueueService:
 
     def poll_soon(
         self, queue: str, *, batch: int = 1, visibility_ms: int | None = None
-    ) -> Future[tuple[list[models.LeasedMessage], int | None]]:
+    ) -> Future[list[models.LeasedMessage]]:
         """A poll that does not wait, for callers that must not block (see ``enqueue_soon``).
 
-        The future holds ``(messages, None)``. Like ``poll``, it reaps first when a reap is
-        due (queued ahead of the claim, not waited for).
+        Like ``poll``, it reaps first when a reap is due (queued ahead of the claim, not
+        waited for).
         """
         check_range("batch", batch, 1, models.MAX_POLL_BATCH)
         if visibility_ms is not None:
             check_range("visibility_ms", visibility_ms, 0, 43_200_000)
         if self.clock() - self._last_reap >= self._reap_interval:
             self._write_soon(self._reap_op())  # runs before the claim: writes keep their order
-        return self._write_soon(self._claim_op(queue, batch, visibility_ms, want_due=False))
+        claim = self._claim_op(queue, batch, visibility_ms, want_due=False)
+        return self._write_soon(lambda tx: claim(tx)[0])
 
     def _claim(
         self, queue: str, batch: int, visibility_ms: int | None, *, want_due: bool

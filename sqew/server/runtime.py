@@ -137,11 +137,11 @@ class Runtime:
         self, request: Request[Any, Any, Any], queue: str, batch: int, wait_ms: int,
         visibility_ms: int | None,
     ) -> list[models.LeasedMessage]:
-        """A poll that may wait: on the poll threads, ending (leasing nothing) if the client
-        disconnects while it waits."""
+        """A poll; one that may wait runs on the poll threads and ends, leasing nothing, if the
+        client disconnects meanwhile."""
         if wait_ms == 0 and self.settings.group_commit:
             future = self.service.poll_soon(queue, batch=batch, visibility_ms=visibility_ms)
-            return (await asyncio.wrap_future(future))[0]
+            return await asyncio.wrap_future(future)
         if wait_ms == 0 or self._polls is None:
             return await self.run(self.service.poll, queue, batch=batch, wait_ms=0,
                                   visibility_ms=visibility_ms)
