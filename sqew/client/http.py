@@ -8,7 +8,9 @@ so tests can pass Litestar's ``TestClient`` (an ``httpx.Client``) to drive an ap
 
 from __future__ import annotations
 
+import functools
 import math
+import ssl
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -50,7 +52,9 @@ class HttpClient(Client):
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
         self._owned = http is None
-        self._http = http or httpx.Client(base_url=self.base_url, timeout=timeout)
+        self._http = http or httpx.Client(
+            base_url=self.base_url, timeout=timeout, verify=_default_tls()
+        )
         self._headers = headers
 
     # --- transport ------------------------------------------------------------------------------
@@ -235,6 +239,17 @@ class HttpClient(Client):
     def close(self) -> None:
         if self._owned:
             self._http.close()
+
+
+@functools.cache
+def _default_tls() -> ssl.SSLContext:
+    """httpx's default TLS context (certifi, or SSL_CERT_FILE/SSL_CERT_DIR), built once.
+
+    httpx builds this context for every new client, loading the CA bundle each time: ~25 ms,
+    which dominated creating a client (a CLI call, a test, a worker thread). The context is
+    only read after it is built, and sharing one across clients and threads is safe.
+    """
+    return httpx.create_ssl_context()
 
 
 def _without_none(item: Mapping[str, Any]) -> dict[str, Any]:

@@ -8,11 +8,14 @@ from litestar import Request, get, post
 from litestar.params import Parameter
 
 from sqew import models
+from sqew.server.routes import MAX_ID
 from sqew.server.runtime import QueuePath, decode, runtime
 
 Req = Request[Any, Any, Any]
 DlqLimit = Annotated[int, Parameter(ge=1, le=1000, description="most messages")]
-AfterId = Annotated[int | None, Parameter(ge=0, description="list messages with a larger id")]
+AfterId = Annotated[
+    int | None, Parameter(ge=0, le=MAX_ID, description="list messages with a larger id")
+]
 
 
 @get("/queues/{q:str}/dlq", operation_id="listDlq", summary="List dead-lettered messages")

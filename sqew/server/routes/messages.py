@@ -14,6 +14,7 @@ from litestar.params import HeaderParameter, Parameter, PathParameter
 
 from sqew import errors, models
 from sqew.core.service import item_error
+from sqew.server.routes import MAX_ID
 from sqew.server.runtime import QueuePath, batch_key, decode, runtime
 
 Req = Request[Any, Any, Any]
@@ -32,7 +33,7 @@ WaitMs = Annotated[int, Parameter(ge=0, le=models.MAX_WAIT_MS, description="long
 VisibilityMs = Annotated[
     int | None, Parameter(ge=0, le=43_200_000, description="lease length (default: the queue's)")
 ]
-MessageIdParam = Annotated[int, PathParameter(ge=1, description="message id")]
+MessageIdParam = Annotated[int, PathParameter(ge=1, le=MAX_ID, description="message id")]
 PeekLimit = Annotated[int, Parameter(ge=1, le=100, description="most messages")]
 
 
