@@ -1,0 +1,1 @@
+"""Server tests (REST API over real HTTP, sqew serve subprocesses)."""

@@ -1,0 +1,186 @@
+"""Helpers for the server tests: the error envelope, raw HTTP on a socket, ``sqew serve``.
+
+Everything here is bounded: sockets have timeouts, subprocesses are stopped by PID (their
+worker children too) however the test ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+
+SQEW_BIN = Path(sys.executable).with_name("sqew")
+START_S = 30
+STOP_S = 15
+
+
+def envelope(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    """Check ``response`` is exactly SPEC's error envelope with ``status`` and ``code``.
+
+    Returns:
+        The ``error`` object.
+    """
+    assert response.status_code == status, (response.status_code, response.text)
+    assert response.headers["content-type"].startswith("application/json"), response.headers
+    body = response.json()
+    assert set(body) == {"error"}, body
+    error = body["error"]
+    assert {"code", "message"} <= set(error) <= {"code", "message", "details"}, body
+    assert error["code"] == code, body
+    assert isinstance(error["message"], str) and error["message"], body
+    if "details" in error:
+        assert isinstance(error["details"], list), body
+    assert "Traceback" not in response.text
+    return dict(error)
+
+
+def port_of(url: str) -> int:
+    """The port of ``http://host:port``."""
+    return int(url.rsplit(":", 1)[1].rstrip("/"))
+
+
+@dataclass
+class RawResponse:
+    """A response read off a socket: status, lower-case headers, body, and what followed."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    rest: bytes
+    closed: bool
+
+
+def read_response(sock: socket.socket, timeout: float = 10.0) -> RawResponse:
+    """Read one HTTP/1.1 response with a Content-Length from ``sock``, then whatever else
+    arrives before the server closes or goes quiet for 0.5 s (bounded by ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    data, closed = b"", False
+    while b"\r\n\r\n" not in data:
+        chunk = _recv(sock, deadline)
+        if not chunk:
+            raise AssertionError(f"connection closed before a response: {data!r}")
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {k.strip().lower(): v.strip() for k, v in (x.split(":", 1) for x in lines[1:])}
+    length = int(headers.get("content-length", "0"))
+    while len(rest) < length:
+        chunk = _recv(sock, deadline)
+        if not chunk:
+            raise AssertionError("connection closed inside a response body")
+        rest += chunk
+    body, rest = rest[:length], rest[length:]
+    sock.settimeout(0.5)
+    with contextlib.suppress(TimeoutError, ConnectionResetError):
+        while time.monotonic() < deadline:
+            chunk = sock.recv(65536)
+            if not chunk:
+                closed = True
+                break
+            rest += chunk
+    return RawResponse(status, headers, body, rest, closed)
+
+
+def _recv(sock: socket.socket, deadline: float) -> bytes:
+    sock.settimeout(max(0.01, deadline - time.monotonic()))
+    try:
+        return sock.recv(65536)
+    except TimeoutError:
+        raise AssertionError("no answer from the server in time") from None
+
+
+def request_head(method: str, path: str, length: int | None = None) -> bytes:
+    """The start of an HTTP/1.1 request (ends with the blank line; the body is up to you)."""
+    head = f"{method} {path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+    if length is not None:
+        head += f"Content-Length: {length}\r\n"
+    return (head + "\r\n").encode()
+
+
+@dataclass
+class Served:
+    """A running ``sqew serve`` process, its URL and its database file."""
+
+    proc: subprocess.Popen[str]
+    url: str
+    db: Path
+
+    @property
+    def port(self) -> int:
+        return port_of(self.url)
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        """Send ``sig`` and wait (bounded) for the exit status."""
+        self.proc.send_signal(sig)
+        return self.proc.wait(STOP_S)
+
+    def stderr(self) -> str:
+        """What the server wrote on stderr (after it exited)."""
+        assert self.proc.poll() is not None
+        return self.proc.stderr.read() if self.proc.stderr else ""
+
+
+@contextlib.contextmanager
+def serve(db: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[Served]:
+    """``sqew serve --db db --port 0 *args`` in a subprocess, up once it announces itself.
+
+    ``env`` adds variables (``SQEW_*`` of the test process are removed). The process and its
+    workers are killed by PID at the end if still running.
+    """
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("SQEW_")}
+    proc = subprocess.Popen(
+        [str(SQEW_BIN), "serve", "--db", str(db), "--port", "0", *args], cwd=db.parent,
+        env={**clean, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = _first_line(proc)
+        assert line.startswith("sqew serving on http://127.0.0.1:"), line
+        yield Served(proc, line.split("serving on ", 1)[1].split()[0], db)
+    finally:
+        _kill_tree(proc)
+
+
+def _first_line(proc: subprocess.Popen[str]) -> str:
+    got: list[str] = []
+    stdout = proc.stdout
+    assert stdout is not None
+    reader = threading.Thread(target=lambda: got.append(stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(START_S)
+    if not got or not got[0]:
+        _kill_tree(proc)
+        err = proc.stderr.read() if proc.stderr else ""
+        raise AssertionError(f"sqew serve did not announce itself: {err}")
+    return got[0].strip()
+
+
+def _kill_tree(proc: subprocess.Popen[str]) -> None:
+    children: list[psutil.Process] = []
+    with contextlib.suppress(psutil.NoSuchProcess):
+        children = psutil.Process(proc.pid).children(recursive=True)
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGKILL)
+    for child in children:
+        with contextlib.suppress(psutil.NoSuchProcess, ProcessLookupError):
+            os.kill(child.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(STOP_S)
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
