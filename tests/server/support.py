@@ -163,13 +163,13 @@ def _first_line(proc: subprocess.Popen[str]) -> str:
     reader.start()
     reader.join(START_S)
     if not got or not got[0]:
-        _kill_tree(proc)
+        _kill_tree(proc, close=False)
         err = proc.stderr.read() if proc.stderr else ""
         raise AssertionError(f"sqew serve did not announce itself: {err}")
     return got[0].strip()
 
 
-def _kill_tree(proc: subprocess.Popen[str]) -> None:
+def _kill_tree(proc: subprocess.Popen[str], *, close: bool = True) -> None:
     children: list[psutil.Process] = []
     with contextlib.suppress(psutil.NoSuchProcess):
         children = psutil.Process(proc.pid).children(recursive=True)
@@ -181,6 +181,6 @@ def _kill_tree(proc: subprocess.Popen[str]) -> None:
             os.kill(child.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(STOP_S)
-    for stream in (proc.stdout, proc.stderr):
+    for stream in (proc.stdout, proc.stderr) if close else ():
         if stream is not None:
             stream.close()
