@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import select
+import socket
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 
 from sqew.core.clock import ManualClock
@@ -127,31 +131,57 @@ def test_body_over_the_server_limit_with_a_length(http: httpx.Client) -> None:
     envelope(http.post("/queues/q/messages", content=body), 413, "PayloadTooLarge")
 
 
-def test_streamed_body_over_the_limit_is_refused_without_holding_it(
+def test_streamed_body_over_the_limit_is_answered_before_it_is_all_sent(
     http: httpx.Client,
 ) -> None:
-    # A chunked body (no Content-Length) far over the limit: the server answers 413 and never
-    # holds the body in memory (the server runs in this process: its memory is ours).
+    # A chunked upload (no Content-Length) of 100 MB from a generator that counts what it gave:
+    # the 413 must arrive while most of the generator is still unread, and the server must not
+    # hold the body (it runs in this process, so its memory is ours to measure).
+    # httpx sends a whole body before it reads the answer, so this client is a raw socket that
+    # watches for the answer between chunks.
     import psutil
 
-    total = 300 * 1024 * 1024
-    me = psutil.Process()
-    before = me.memory_info().rss
+    total = 100 * 1024 * 1024
+    given = 0
 
     def chunks() -> Iterator[bytes]:
+        nonlocal given
         yield b'{"payload": "'
         chunk = b"x" * 65536
-        for _ in range(total // len(chunk)):
+        while given < total:
+            given += len(chunk)
             yield chunk
         yield b'"}'
 
-    try:
-        response: httpx.Response | None = http.post("/queues/q/messages", content=chunks())
-    except httpx.TransportError:
-        response = None  # the server answered and closed while we were still sending
-    if response is not None:
-        envelope(response, 413, "PayloadTooLarge")
-    assert me.memory_info().rss - before < 100 * 1024 * 1024
+    me = psutil.Process()
+    before = me.memory_info().rss
+    url = httpx.URL(str(http.base_url))
+    head = (f"POST /queues/q/messages HTTP/1.1\r\nHost: {url.host}:{url.port}\r\n"
+            "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+    answer = b""
+    with socket.create_connection((url.host, url.port), timeout=10) as sock:
+        sock.sendall(head.encode())
+        deadline = time.monotonic() + 30
+        for chunk in chunks():
+            readable, _, _ = select.select([sock], [], [], 0)
+            if readable or time.monotonic() > deadline:
+                break  # the server has answered (or closed): stop sending
+            try:
+                sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            except OSError:
+                break  # closed by the server while we were still sending
+        while b"\r\n\r\n" not in answer or not answer.endswith(b"}"):
+            part = sock.recv(65536)
+            if not part:
+                break
+            answer += part
+    head_bytes, _, body = answer.partition(b"\r\n\r\n")
+    assert head_bytes.startswith(b"HTTP/1.1 413 "), answer[:300]
+    error = msgspec.json.decode(body)
+    assert list(error) == ["error"] and set(error["error"]) == {"code", "message"}, error
+    assert error["error"]["code"] == "PayloadTooLarge", error
+    assert given < total // 4, given  # answered long before the upload ended
+    assert me.memory_info().rss - before < 50 * 1024 * 1024
     assert http.get("/queues/q/stats").json()["enqueued_total"] == 0
     assert http.get("/healthz").json() == {"status": "ok"}
 
