@@ -1,6 +1,7 @@
-"""Long polls over HTTP: woken by another process's write, ended by a disconnect or shutdown.
+"""Long polls over HTTP: woken by an enqueue through the server or by another process's write,
+ended by a disconnect or by shutdown.
 
-(Waking by an enqueue through the same server is in the contract suite, on both targets.)
+(The contract suite also covers waking through the same server, on both targets.)
 """
 
 from __future__ import annotations
@@ -20,6 +21,21 @@ import sqew
 from sqew.server.app import begin_shutdown
 
 WAIT_MS = 15_000
+
+
+def test_woken_by_an_enqueue_through_the_server(start_server: Callable[..., Any]) -> None:
+    server = start_server()
+    with sqew.Client(server.url) as consumer, sqew.Client(server.url) as producer:
+        consumer.create_queue("q")
+        with ThreadPoolExecutor(1) as pool:
+            waiting = pool.submit(consumer.poll, "q", wait_ms=WAIT_MS)
+            time.sleep(0.3)  # the poll is waiting by now (if not, it finds the message at once)
+            producer.enqueue("q", {"n": 1})
+            written = time.monotonic()
+            got = waiting.result(timeout=WAIT_MS / 1000 + 5)
+            woken_after = time.monotonic() - written
+    assert [(m.payload, m.attempts) for m in got] == [({"n": 1}, 1)]
+    assert woken_after < WAIT_MS / 1000 / 3  # woken by the enqueue, not by the end of the wait
 
 
 def test_woken_by_another_process_writing_the_same_file(
@@ -43,15 +59,21 @@ def test_woken_by_another_process_writing_the_same_file(
 
 
 def test_a_client_that_leaves_leases_nothing(start_server: Callable[..., Any]) -> None:
-    server = start_server()
+    # One poll thread: a second waiting poll can only start once the departed client's poll
+    # has given its thread back, which tells the test that the server noticed the departure.
+    server = start_server(poll_threads=1)
     with sqew.Client(server.url) as client:
         client.create_queue("q")
+        client.create_queue("probe")
         with pytest.raises(httpx.ReadTimeout):  # the consumer gives up after 0.5 s
             httpx.post(f"{server.url}/queues/q/poll", params={"wait_ms": WAIT_MS}, timeout=0.5)
-        time.sleep(0.3)  # the server notices the disconnect within ~50 ms
+        left = time.monotonic()
+        assert client.poll("probe", wait_ms=1) == []
+        assert time.monotonic() - left < WAIT_MS / 1000 / 3  # not after the departed wait
         client.enqueue("q", "for the next consumer")
         got = client.poll("q", wait_ms=5000)
         assert [(m.payload, m.attempts) for m in got] == [("for the next consumer", 1)]
+        assert client.stats("q").leased == 1
 
 
 def test_shutdown_ends_waiting_polls_at_once(start_server: Callable[..., Any]) -> None:
