@@ -1,0 +1,101 @@
+"""The live server's *successful* answers match docs/openapi.yaml, on a queue that has data.
+
+``tests/http/test_openapi.py`` has the drift test, the operation-id guard and a schemathesis
+run on an empty server, where nearly every queue operation answers 404 and the success
+schemas of messages, leases, stats and DLQ listings are hardly ever checked. Here every
+generated case is pointed at a queue holding ready, leased and dead-lettered messages, message
+ids in paths are real ones, and single ack/nack/extend-lease bodies carry a live lease, so
+most cases get a 2xx answer whose body is checked against the document.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, assume, settings
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from sqew.server import openapi
+
+schema = schemathesis.openapi.from_path(openapi.DEFAULT_PATH)
+QUEUE = "jobs"
+LEASE_BODIES = {"ack", "nack", "extendLease"}
+# Settings put back before each case (generated updateQueue cases change them).
+BASELINE = {"max_attempts": 1, "visibility_ms": 600_000, "max_payload_bytes": 262_144,
+            "max_depth": 0, "rate_limit_per_s": 0, "hmac_secret": None}
+
+
+@pytest.fixture(scope="module")
+def http(module_server: Any) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=module_server.url, timeout=30) as client:
+        yield client
+
+
+def prepare(http: httpx.Client) -> dict[str, Any]:
+    """Make sure ``QUEUE`` exists with ready, leased and dead-lettered messages.
+
+    Returns:
+        A ready message's id and a fresh lease (``id``, ``token``) on the queue.
+    """
+    base = f"/queues/{QUEUE}"
+    if http.patch(base, json=BASELINE).status_code == 404:  # a generated case deleted it
+        created = http.post("/queues", json={"name": QUEUE, **BASELINE})
+        assert created.status_code == 201, created.text
+    counts = http.get(f"{base}/stats").json()
+    if counts["ready"] < 4:
+        batch = [{"payload": {"n": i, "text": "é\u2603"}, "priority": i % 3,
+                  "attributes": {"k": "v"}} for i in range(6)]
+        assert http.post(f"{base}/messages", json={"messages": batch}).status_code == 201
+    if counts["dlq"] == 0:  # max_attempts 1: a nack dead-letters
+        (m,) = http.post(f"{base}/poll").json()["messages"]
+        nack = http.post(f"{base}/nack", json={"id": m["id"], "token": m["token"],
+                                               "error": "for the DLQ"})
+        assert nack.json()["results"][0]["status"] == "dead_lettered", nack.text
+    (ready,) = http.get(f"{base}/peek", params={"limit": 1}).json()["messages"]
+    (lease,) = http.post(f"{base}/poll").json()["messages"]
+    return {"ready_id": ready["id"], "lease": {"id": lease["id"], "token": lease["token"]}}
+
+
+def _has_int_beyond_64_bits(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return abs(value) >= 2**63
+    if isinstance(value, dict):
+        return any(_has_int_beyond_64_bits(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_int_beyond_64_bits(v) for v in value)
+    return False
+
+
+@schema.parametrize()
+@settings(max_examples=12, deadline=None, database=None,
+          suppress_health_check=list(HealthCheck))
+def test_answers_on_a_queue_with_data_match_the_document(
+    case: Any, http: httpx.Client, module_server: Any
+) -> None:
+    # Known bug, pinned in test_errors.py (strict xfail): such integers in a body are a 500.
+    assume(not _has_int_beyond_64_bits(case.body if isinstance(case.body, dict) else None))
+    state = prepare(http)
+    if "q" in case.path_parameters:
+        case.path_parameters = {**case.path_parameters, "q": QUEUE}
+    if "id" in case.path_parameters:
+        case.path_parameters = {**case.path_parameters, "id": state["ready_id"]}
+    if case.operation.definition.raw.get("operationId") in LEASE_BODIES and isinstance(
+        case.body, dict
+    ) and {"id", "token"} <= set(case.body):
+        case.body = {**case.body, **state["lease"]}
+    case.call_and_validate(
+        base_url=module_server.url,
+        checks=[not_a_server_error, status_code_conformance, content_type_conformance,
+                response_schema_conformance],
+    )
