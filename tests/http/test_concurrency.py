@@ -26,6 +26,7 @@ def test_eight_long_polling_consumers_and_two_producers(
     admin.create_queue("q", visibility_ms=120_000)  # no redelivery during the test
     produced = threading.Event()
     acked: list[list[int]] = [[] for _ in range(CONSUMERS)]
+    delivered: list[list[tuple[int, int]]] = [[] for _ in range(CONSUMERS)]  # (id, attempts)
     deadline = time.monotonic() + DEADLINE_S
 
     def produce(p: int) -> None:
@@ -48,6 +49,7 @@ def test_eight_long_polling_consumers_and_two_producers(
                     if produced.is_set() and c.stats("q").ready == 0:
                         return
                     continue
+                delivered[k] += [(m.id, m.attempts) for m in got]
                 results = c.ack_batch("q", [(m.id, m.token) for m in got])
                 assert [r.status for r in results] == ["acked"] * len(got)
                 acked[k] += [m.payload["n"] for m in got]
@@ -64,7 +66,10 @@ def test_eight_long_polling_consumers_and_two_producers(
     total = PRODUCERS * PER_PRODUCER
     counts = Counter(n for per in acked for n in per)
     assert sorted(counts) == list(range(total))  # none lost
-    assert set(counts.values()) == {1}  # none acked twice (nor delivered twice)
+    assert set(counts.values()) == {1}  # none acked twice
+    deliveries = Counter(i for per in delivered for i, _ in per)
+    assert len(deliveries) == total and set(deliveries.values()) == {1}  # none delivered twice
+    assert {a for per in delivered for _, a in per} == {1}
     assert sum(1 for per in acked if per) >= 2  # the work really was shared
     stats = admin.stats("q")
     assert (stats.ready, stats.leased, stats.delayed) == (0, 0, 0)
