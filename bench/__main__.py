@@ -2,13 +2,15 @@
 
 Suites: ``embedded`` (sqew's Client against raw sqlite3, issue #3) and ``server`` (the REST
 server against its own /healthz ceiling and moto's SQS server, issue #4). Options after the
-suite names go to each suite (``--quick``, ``--json FILE``). Exit status 1 if a target is missed.
+suite names go to each suite (``--quick``, ``--json FILE``: with several suites, one file per
+suite, ``FILE.<suite>.json``). Exit status 1 if a target is missed.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
+from pathlib import Path
 
 SUITES = ("embedded", "server")
 
@@ -24,8 +26,19 @@ def main(argv: list[str]) -> int:
     for name in names:
         print(f"== {name}", flush=True)
         suite = importlib.import_module(f"bench.{name}")
-        status |= suite.main(rest)
+        status |= suite.main(_json_per_suite(rest, name) if len(names) > 1 else rest)
     return status
+
+
+def _json_per_suite(argv: list[str], suite: str) -> list[str]:
+    """With several suites, ``--json out.json`` becomes ``out.<suite>.json`` for each."""
+    out = list(argv)
+    for i, arg in enumerate(out):
+        if arg == "--json" and i + 1 < len(out):
+            out[i + 1] = str(Path(out[i + 1]).with_suffix(f".{suite}.json"))
+        elif arg.startswith("--json="):
+            out[i] = "--json=" + str(Path(arg[7:]).with_suffix(f".{suite}.json"))
+    return out
 
 
 if __name__ == "__main__":
