@@ -82,9 +82,35 @@ def root(
                      help="Print the version and exit."),
     ] = False,
 ) -> None:
+    if url:
+        url = _choose_url(ctx, url)
     state = State(db=db, url=url, api_key=api_key, json=json_)
     ctx.obj = state
     ctx.call_on_close(state.close)
+
+
+def _choose_url(ctx: typer.Context, url: str) -> str | None:
+    """The server to talk to, or None for the database file, given where each option came from.
+
+    The command line wins over the environment: ``sqew --db other.db …`` works on that file
+    even with ``SQEW_URL`` exported. ``--db`` and ``--url`` both on the command line contradict
+    each other (a usage error); from the environment alone, ``SQEW_URL`` wins over ``SQEW_DB``.
+    """
+    db_source, url_source = (_source(ctx, "db"), _source(ctx, "url"))
+    if db_source == "COMMANDLINE":
+        if url_source == "COMMANDLINE":
+            raise typer.BadParameter(
+                "give --db (a database file) or --url (a server), not both",
+                param_hint="'--db' / '--url'",
+            )
+        return None  # --db given, SQEW_URL only from the environment
+    return url
+
+
+def _source(ctx: typer.Context, name: str) -> str | None:
+    # Typer's vendored Click ParameterSource, compared by name (as serve.py does).
+    source = ctx.get_parameter_source(name)
+    return source.name if source is not None else None
 
 
 def _register() -> None:

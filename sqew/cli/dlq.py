@@ -69,6 +69,7 @@ def requeue(
         sqew dlq requeue --queue jobs --ids 1201,1207
     """
     state = current(ctx)
-    n = state.client.dlq_requeue(queue, None if ids is None else params.id_list(ids))
+    wanted = None if ids is None else params.id_list(ids)  # a usage error opens nothing
+    n = state.client.dlq_requeue(queue, wanted)
     output.emit(state.json, models.Requeued(n),
                 output.line(f"requeued {output.plural(n, 'message')} from {queue}.dlq"))

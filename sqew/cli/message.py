@@ -105,9 +105,11 @@ def _enqueue_file(
             param_hint="'--idempotency-key'")
     if defaults:
         message_in(None, **defaults)  # reject a bad --priority etc. before reading anything
-    enqueuer = bulk.FileEnqueuer(state.client, queue, envelope=envelope, defaults=defaults)
     stopped: errors.SqewError | None = None
     with _open_lines(file) as (stream, size), _progress(size) as advance:
+        # The client is opened once the file is: an unreadable file is a usage error that
+        # leaves no database file (or connection) behind.
+        enqueuer = bulk.FileEnqueuer(state.client, queue, envelope=envelope, defaults=defaults)
         try:
             enqueuer.run(stream, advance)
         except errors.SqewError as exc:
