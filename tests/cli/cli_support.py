@@ -1,18 +1,28 @@
 """The CLI test harness: run the installed ``sqew`` binary, and a ``sqew serve`` to point it at.
 
-Imported by ``conftest.py`` (fixtures) and by tests that need their own runners.
+Imported by ``conftest.py`` (fixtures) and by tests that need their own runners or servers.
+
+Two runners exist per test: ``local`` (every command gets ``--db <file of this test>``) and
+``http`` (every command gets ``--url`` of a real ``sqew serve`` subprocess shared by the tests
+of one xdist worker). On a shared server a test sees other tests' queues and message ids, so
+tests name their queues with ``sqew.name("jobs")`` (``jobs`` locally, ``jobs-<n>`` on the
+shared server), expect ids as ``sqew.id(1)`` (the first message this test creates) and read
+``queue list`` through ``sqew.own(...)``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
-import threading
+import tempfile
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -22,12 +32,29 @@ from typing import Any
 import sqew as sqew_lib
 
 TIMEOUT_S = 60  # per subprocess; a hung command fails its test instead of the suite
+SERVE_START_S = 30
+SERVE_STOP_S = 10
 
 
 def sqew_binary() -> str:
     """The installed console script (the venv's, next to this interpreter, if not on PATH)."""
-    found = shutil.which("sqew")
-    return found or str(Path(sys.executable).parent / "sqew")
+    beside = Path(sys.executable).parent / "sqew"
+    return str(beside) if beside.exists() else (shutil.which("sqew") or str(beside))
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment without any ``SQEW_*`` variable, plus ``extra``.
+
+    Bytecode caching is switched on (into a directory of its own under the system temp dir,
+    never the source tree): with ``PYTHONDONTWRITEBYTECODE`` set, every ``sqew`` run would
+    compile sqew's modules again, about a quarter of the cost of a short command.
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SQEW_")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "sqew-cli-tests-pycache")
+    env["COLUMNS"] = "200"  # wide tables: human output is not cut mid-value
+    env.update(extra)
+    return env
 
 
 @dataclass
@@ -45,20 +72,64 @@ class Result:
 
     def __str__(self) -> str:
         return (f"sqew {' '.join(self.args)} -> {self.returncode}\n"
-                f"stdout: {self.stdout!r}\nstderr: {self.stderr!r}")
+                f"stdout: {self.stdout[:2000]!r}\nstderr: {self.stderr[:2000]!r}")
+
+
+def run_sqew(argv: Sequence[str], *, cwd: Path, env: dict[str, str],
+             stdin: str | bytes | None = None) -> Result:
+    """Run the ``sqew`` binary once with ``argv``."""
+    data = stdin.encode() if isinstance(stdin, str) else stdin
+    proc = subprocess.run(
+        [sqew_binary(), *argv], input=data, capture_output=True, cwd=cwd, env=env,
+        timeout=TIMEOUT_S, check=False,
+    )
+    return Result(list(argv), proc.returncode, proc.stdout.decode(errors="replace"),
+                  proc.stderr.decode(errors="replace"))
 
 
 class Sqew:
-    """Runs the ``sqew`` binary against one database, in one working directory."""
+    """Runs the ``sqew`` binary against one store (a database file, or a server on one).
 
-    def __init__(self, cwd: Path, db: Path, url: str | None = None) -> None:
+    Args:
+        cwd: working directory of every run (a wrongly opened default ``./sqew.db`` shows).
+        db: the database file: what ``--db`` names locally, and the server's file in http mode.
+        url: the server's URL: http mode, every command gets ``--url``.
+        tag: suffix that makes this test's queue names unique on a shared server.
+        id_base: the largest message id the store had before this test.
+    """
+
+    def __init__(self, cwd: Path, db: Path, url: str | None = None, *, tag: str | None = None,
+                 id_base: int = 0) -> None:
         self.binary = sqew_binary()
         self.cwd = cwd
         self.db = db
         self.url = url
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("SQEW_")}
-        self.env["COLUMNS"] = "200"  # wide tables: human output is not cut mid-value
+        self.tag = tag
+        self.id_base = id_base
+        self.env = clean_env()
 
+    @property
+    def mode(self) -> str:
+        """``local`` or ``http``."""
+        return "http" if self.url else "local"
+
+    # --- names and ids on a possibly shared store ----------------------------------------------
+    def name(self, base: str) -> str:
+        """This test's name for queue ``base``: ``base`` itself unless the store is shared."""
+        return f"{base}-{self.tag}" if self.tag else base
+
+    def id(self, n: int) -> int:
+        """The id of the ``n``-th message this test creates (ids are increasing per store)."""
+        return self.id_base + n
+
+    def own(self, queues: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The queues (JSON objects) this test created, in the order given."""
+        if not self.tag:
+            return list(queues)
+        suffix = f"-{self.tag}"
+        return [q for q in queues if q["name"].removesuffix(".dlq").endswith(suffix)]
+
+    # --- running -------------------------------------------------------------------------------
     def run(
         self,
         *args: str,
@@ -67,29 +138,27 @@ class Sqew:
         env: dict[str, str] | None = None,
         use_db: bool = True,
     ) -> Result:
-        """``sqew --db <db> <args>`` (``--url <url>`` in http mode); stdin text/bytes optional."""
+        """``sqew --db <db> <args>`` (``--url <url>`` in http mode); stdin text/bytes optional.
+
+        ``db`` forces local mode on that file; ``use_db=False`` gives no global option at all.
+        """
         if not use_db:
             where: list[str] = []
         elif self.url and db is None:
             where = ["--url", self.url]
         else:
             where = ["--db", str(db or self.db)]
-        argv = [*where, *args]
-        data = stdin.encode() if isinstance(stdin, str) else stdin
-        proc = subprocess.run(
-            [self.binary, *argv], input=data, capture_output=True, cwd=self.cwd,
-            env={**self.env, **(env or {})}, timeout=TIMEOUT_S, check=False,
-        )
-        return Result(argv, proc.returncode, proc.stdout.decode(errors="replace"),
-                      proc.stderr.decode(errors="replace"))
+        return run_sqew([*where, *args], cwd=self.cwd, env={**self.env, **(env or {})},
+                        stdin=stdin)
 
-    def arrange(self, *queues: str, **settings: Any) -> sqew_lib.LocalClient:
+    def arrange(self, *queues: str, **settings: Any) -> sqew_lib.Client:
         """Set up state in-process (fast) when it is not what a test is about.
 
-        Creates ``queues`` with ``settings`` and returns an open client on the same database
-        for more setup; close it (or use it as a context manager) before running commands.
+        Creates ``queues`` (names as given) with ``settings`` through the store the commands
+        use: a LocalClient on the file, or an HttpClient to the server. Returns the open client
+        for more setup; close it (or use it as a context manager) when done.
         """
-        client = sqew_lib.LocalClient(self.db)
+        client = sqew_lib.Client(self.url) if self.url else sqew_lib.LocalClient(self.db)
         for name in queues:
             client.create_queue(name, **settings)
         return client
@@ -108,13 +177,13 @@ class Sqew:
     def fails(self, *args: str, code: str, **kwargs: Any) -> Result:
         """Run and require exit 1 with exactly one ``error: <code>: …`` line on stderr."""
         result = self.run(*args, **kwargs)
-        self.assert_failed(result, code)
+        assert_failed(result, code)
         return result
 
     def usage_error(self, *args: str, **kwargs: Any) -> Result:
         """Run and require exit 2 (a usage error), without a traceback."""
         result = self.run(*args, **kwargs)
-        self.assert_usage_error(result)
+        assert_usage_error(result)
         return result
 
     def many(self, runs: Iterable[Sequence[str]], **kwargs: Any) -> list[Result]:
@@ -124,19 +193,13 @@ class Sqew:
 
     @staticmethod
     def assert_failed(result: Result, code: str) -> None:
-        """Exit 1, one stderr line ``error: <code>: <message>``, no traceback."""
-        assert result.returncode == 1, str(result)
-        lines = result.stderr.splitlines()
-        assert len(lines) == 1, str(result)
-        assert lines[0].startswith(f"error: {code}: "), str(result)
-        assert len(lines[0]) > len(f"error: {code}: "), str(result)
-        assert "Traceback" not in result.stderr + result.stdout, str(result)
+        """See the module function ``assert_failed``."""
+        assert_failed(result, code)
 
     @staticmethod
     def assert_usage_error(result: Result) -> None:
-        """Exit 2 (usage error), no traceback."""
-        assert result.returncode == 2, str(result)
-        assert "Traceback" not in result.stderr + result.stdout, str(result)
+        """See the module function ``assert_usage_error``."""
+        assert_usage_error(result)
 
     @staticmethod
     def handles(body: dict[str, Any]) -> list[str]:
@@ -144,38 +207,93 @@ class Sqew:
         return [f"{m['id']}:{m['token']}" for m in body["messages"]]
 
 
-SERVE_START_S = 30
+def assert_failed(result: Result, code: str) -> None:
+    """Exit 1, one stderr line ``error: <code>: <message>``, no traceback."""
+    assert result.returncode == 1, str(result)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, str(result)
+    assert lines[0].startswith(f"error: {code}: "), str(result)
+    assert len(lines[0]) > len(f"error: {code}: "), str(result)
+    assert "Traceback" not in result.stderr + result.stdout, str(result)
+
+
+def assert_usage_error(result: Result) -> None:
+    """Exit 2 (usage error), no traceback."""
+    assert result.returncode == 2, str(result)
+    assert "Traceback" not in result.stderr + result.stdout, str(result)
+
+
+# --- a real server ------------------------------------------------------------------------------
+class Server:
+    """A ``sqew serve --db <db> --port 0`` subprocess, started by the constructor.
+
+    Its stdout and stderr go to the file ``log`` (never a pipe: with the access log on, a pipe
+    nobody reads would fill and stall the server). The first ``sqew serving on http://…`` line
+    there gives the URL. ``stop()`` ends it by its PID: SIGTERM, then SIGKILL if it has not
+    exited within ``SERVE_STOP_S``.
+    """
+
+    def __init__(self, db: Path, cwd: Path, *, access_log: bool = False) -> None:
+        self.db = db
+        self.log = db.with_name(db.name + ".serve.log")
+        env = clean_env(**({"SQEW_ACCESS_LOG": "true"} if access_log else {}))
+        with self.log.open("wb") as log:
+            self.proc = subprocess.Popen(
+                [sqew_binary(), "serve", "--db", str(db), "--port", "0"], cwd=cwd, env=env,
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            )
+        self.pid = self.proc.pid
+        try:
+            self.url = self._announced_url()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _announced_url(self) -> str:
+        deadline = time.monotonic() + SERVE_START_S
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            found = re.search(r"sqew serving on (http://\S+)", self.log_text())
+            if found:
+                return found.group(1)
+            time.sleep(0.02)
+        raise RuntimeError(f"sqew serve did not start (exit {self.proc.poll()}): "
+                           f"{self.log_text()[-2000:]!r}")
+
+    def log_text(self) -> str:
+        """What the server wrote so far (stdout and stderr)."""
+        return self.log.read_text(errors="replace")
+
+    def requests(self, method: str, path: str) -> int:
+        """How many ``method path`` requests the access log shows (needs ``access_log``)."""
+        needle = f'"{method} {path} HTTP/'
+        return sum(needle in line for line in self.log_text().splitlines())
+
+    def stop(self) -> None:
+        """SIGTERM by PID, SIGKILL if it is still there after ``SERVE_STOP_S``; idempotent."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(SERVE_STOP_S)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.pid, signal.SIGKILL)
+                self.proc.wait(SERVE_STOP_S)
 
 
 @contextlib.contextmanager
-def serve(db: Path, cwd: Path) -> Iterator[str]:
-    """A real ``sqew serve`` subprocess on ``db`` and a free port; yields its URL.
-
-    Stopped with SIGTERM (SIGKILL if it does not exit in 10 s), by its PID.
-    """
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SQEW_")}
-    proc = subprocess.Popen(
-        [sqew_binary(), "serve", "--db", str(db), "--port", "0"], cwd=cwd, env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )
+def serve(db: Path, cwd: Path, *, access_log: bool = False) -> Iterator[Server]:
+    """A ``Server`` for the duration of a ``with`` block, stopped however the block ends."""
+    server = Server(db, cwd, access_log=access_log)
     try:
-        line: list[str] = []
-        stdout = proc.stdout
-        assert stdout is not None
-        reader = threading.Thread(target=lambda: line.append(stdout.readline()), daemon=True)
-        reader.start()
-        reader.join(SERVE_START_S)
-        if not line or "serving on " not in line[0]:
-            raise RuntimeError(f"sqew serve did not start: {line!r}, exit {proc.poll()}")
-        yield line[0].split("serving on ", 1)[1].split()[0]
+        yield server
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-        if proc.stdout is not None:
-            proc.stdout.close()
+        server.stop()
 
 
+_tags = itertools.count(1)
+
+
+def next_tag() -> str:
+    """A suffix for queue names unique within this process (one xdist worker)."""
+    return f"t{next(_tags)}"

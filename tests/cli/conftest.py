@@ -1,38 +1,76 @@
 """Fixtures for the CLI acceptance tests: the installed ``sqew`` binary run in subprocesses.
 
-Each test gets its own database file under ``tmp_path``; the working directory is ``tmp_path``
-too, so a command that wrongly opened the default ``./sqew.db`` would leave a file to find.
+``sqew`` runs a test twice: ``local`` (commands get ``--db`` of a fresh file under
+``tmp_path``) and ``http`` (commands get ``--url`` of a real ``sqew serve`` subprocess). The
+working directory is ``tmp_path`` either way, so a command that wrongly opened the default
+``./sqew.db`` would leave a file to find. ``local_sqew`` / ``http_sqew`` are the two runners
+alone, for tests about one mode (database files; servers and URLs).
 
-The ``sqew`` fixture runs every test twice: ``local`` (commands get ``--db``) and ``http``
-(a real ``sqew serve`` subprocess on that database file, commands get ``--url``). A test about
-local files only (``--db`` paths, ``db upgrade``) marks itself ``local_only``.
+One server serves all the http tests of a session (of an xdist worker): starting one costs
+more than most tests. Tests therefore name queues with ``sqew.name(...)`` and ids with
+``sqew.id(n)`` (see ``cli_support``); a test that needs a store of its own starts a server
+with ``cli_support.serve``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from cli_support import Sqew, serve
+from cli_support import Server, Sqew, next_tag, serve
 
 import sqew as sqew_lib
 
+PROBE_QUEUE = "cli-id-probe"
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "local_only: a CLI test about local database files")
+
+@dataclass
+class SharedServer:
+    """The session's server, and an HttpClient to it for finding where message ids are."""
+
+    server: Server
+    client: sqew_lib.Client
+
+    def last_id(self) -> int:
+        """The largest message id given out so far (enqueues one message and removes it)."""
+        result = self.client.enqueue(PROBE_QUEUE, None)
+        self.client.remove_message(PROBE_QUEUE, result.message_id)
+        return result.message_id
+
+    def runner(self, cwd: Path) -> Sqew:
+        """A runner of this server for one test: unique queue names, ids after the last."""
+        return Sqew(cwd, self.server.db, self.server.url, tag=next_tag(), id_base=self.last_id())
+
+
+@pytest.fixture(scope="session")
+def cli_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedServer]:
+    """One ``sqew serve`` subprocess (access log on) for the session; stopped by PID at the end."""
+    base = tmp_path_factory.mktemp("cli-server")
+    with serve(base / "shared.db", base, access_log=True) as server:
+        client = sqew_lib.Client(server.url)
+        try:
+            client.create_queue(PROBE_QUEUE)
+            yield SharedServer(server, client)
+        finally:
+            client.close()
+
+
+@pytest.fixture
+def local_sqew(tmp_path: Path) -> Sqew:
+    """A runner on a fresh database file ``tmp_path/cli.db`` (``--db``)."""
+    return Sqew(tmp_path, tmp_path / "cli.db")
+
+
+@pytest.fixture
+def http_sqew(cli_server: SharedServer, tmp_path: Path) -> Sqew:
+    """A runner of the session's server (``--url``), in ``tmp_path``."""
+    return cli_server.runner(tmp_path)
 
 
 @pytest.fixture(params=["local", "http"])
-def sqew(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Sqew]:
-    """A runner on a fresh database ``tmp_path/cli.db``: directly, or through a server on it."""
-    db = tmp_path / "cli.db"
-    if request.param == "local":
-        yield Sqew(tmp_path, db)
-        return
-    if request.node.get_closest_marker("local_only"):
-        pytest.skip("about local database files: --db only")
-    sqew_lib.LocalClient(db).close()  # the server and arrange() share this file
-    with serve(db, tmp_path) as url:
-        yield Sqew(tmp_path, db, url)
-
+def sqew(request: pytest.FixtureRequest) -> Sqew:
+    """The test's runner in each mode: ``local_sqew``, then ``http_sqew``."""
+    runner: Sqew = request.getfixturevalue(f"{request.param}_sqew")
+    return runner

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-import pytest
+import psutil
 
 from sqew import migrate
 
@@ -30,8 +30,9 @@ LEASED_KEYS = MESSAGE_KEYS | {"token", "lease_expires_at"}
 
 
 def test_queue_commands_json(sqew) -> None:
+    jobs = sqew.name("jobs")
     created = sqew.json(
-        "queue", "add", "--name", "jobs", "--visibility-ms", "1000", "--max-attempts", "2",
+        "queue", "add", "--name", jobs, "--visibility-ms", "1000", "--max-attempts", "2",
         "--backoff-base-ms", "10", "--backoff-max-ms", "100", "--retention-ms", "60000",
         "--dedup-window-ms", "1000", "--max-payload-bytes", "1000", "--max-depth", "50",
         "--rate-limit-per-s", "2.5", "--order", "lifo", "--archive",
@@ -39,7 +40,7 @@ def test_queue_commands_json(sqew) -> None:
     )
     assert set(created) == QUEUE_KEYS  # hmac_secret is write-only; no stats on create
     assert {k: created[k] for k in QUEUE_KEYS - {"created_at"}} == {
-        "name": "jobs", "dlq": "jobs.dlq", "visibility_ms": 1000, "max_attempts": 2,
+        "name": jobs, "dlq": f"{jobs}.dlq", "visibility_ms": 1000, "max_attempts": 2,
         "backoff_base_ms": 10, "backoff_max_ms": 100, "retention_ms": 60000,
         "dedup_window_ms": 1000, "max_payload_bytes": 1000, "max_depth": 50,
         "rate_limit_per_s": 2.5, "order": "lifo", "archive": True,
@@ -47,36 +48,37 @@ def test_queue_commands_json(sqew) -> None:
 
     listed = sqew.json("queue", "list")
     assert list(listed) == ["queues"]
-    assert [q["name"] for q in listed["queues"]] == ["jobs", "jobs.dlq"]
+    mine = sqew.own(listed["queues"])
+    assert [q["name"] for q in mine] == [jobs, f"{jobs}.dlq"]
     assert all(set(q) == QUEUE_KEYS for q in listed["queues"])
-    assert listed["queues"][1]["dlq"] is None
+    assert mine[1]["dlq"] is None
 
-    updated = sqew.json("queue", "update", "--name", "jobs", "--max-attempts", "7",
+    updated = sqew.json("queue", "update", "--name", jobs, "--max-attempts", "7",
                         "--no-archive", "--order", "fifo")
     assert set(updated) == QUEUE_KEYS
     assert (updated["max_attempts"], updated["archive"], updated["order"]) == (7, False, "fifo")
     assert updated["visibility_ms"] == 1000  # unchanged
 
     results = sqew.many([
-        ("--json", "queue", "show", "--name", "jobs"),
-        ("--json", "queue", "peek", "--name", "jobs", "--limit", "5"),
-        ("--json", "queue", "purge", "--name", "jobs"),
-        ("--json", "queue", "requeue-dlq", "--name", "jobs"),
-        ("--json", "queue", "compact", "--name", "jobs"),
+        ("--json", "queue", "show", "--name", jobs),
+        ("--json", "queue", "peek", "--name", jobs, "--limit", "5"),
+        ("--json", "queue", "purge", "--name", jobs),
+        ("--json", "queue", "requeue-dlq", "--name", jobs),
+        ("--json", "queue", "compact", "--name", jobs),
     ])
     assert all(r.returncode == 0 and r.stderr == "" for r in results), results
     shown, peeked, purged, requeued, compacted = (r.json() for r in results)
     assert set(shown) == QUEUE_KEYS | {"stats"}
     assert set(shown["stats"]) == STATS_KEYS
-    assert shown["stats"]["queue"] == "jobs"
+    assert shown["stats"]["queue"] == jobs
     assert peeked == {"messages": []}
     assert purged == {"purged": 0}
     assert requeued == {"requeued": 0}
     assert compacted == {"removed": 0}
 
-    removed = sqew.ok("--json", "queue", "rm", "--name", "jobs")
+    removed = sqew.ok("--json", "queue", "rm", "--name", jobs)
     assert removed.stdout == ""  # REST answers 204 No Content
-    assert sqew.json("queue", "list") == {"queues": []}
+    assert sqew.own(sqew.json("queue", "list")["queues"]) == []
 
 
 def _ok_json(results) -> list:
@@ -85,137 +87,142 @@ def _ok_json(results) -> list:
 
 
 def test_message_commands_json(sqew) -> None:
-    sqew.arrange("q", max_attempts=2).close()
-    first = sqew.json("message", "enqueue", "--queue", "q", "--payload", '{"order": 42}',
+    q = sqew.name("q")
+    sqew.arrange(q, max_attempts=2).close()
+    one_id, two_id = sqew.id(1), sqew.id(2)
+    first = sqew.json("message", "enqueue", "--queue", q, "--payload", '{"order": 42}',
                       "--priority", "5", "--attr", "src=web", "--attr", "k=v=w",
                       "--idempotency-key", "order-42")
-    assert first == {"message_id": 1, "duplicate": False}
+    assert first == {"message_id": one_id, "duplicate": False}
     again, second = _ok_json(sqew.many([
-        ("--json", "message", "enqueue", "--queue", "q", "--payload", '{"order": 42}',
+        ("--json", "message", "enqueue", "--queue", q, "--payload", '{"order": 42}',
          "--idempotency-key", "order-42"),
-        ("--json", "message", "enqueue", "--queue", "q", "--payload", '"two"',
+        ("--json", "message", "enqueue", "--queue", q, "--payload", '"two"',
          "--ttl-ms", "60000", "--delay-ms", "0"),
     ]))
-    assert again == {"message_id": 1, "duplicate": True}
-    assert second == {"message_id": 2, "duplicate": False}
+    assert again == {"message_id": one_id, "duplicate": True}
+    assert second == {"message_id": two_id, "duplicate": False}
 
     one, stats = _ok_json(sqew.many([
-        ("--json", "message", "peek", "--queue", "q", "--id", "1"),
-        ("--json", "stats", "--queue", "q"),
+        ("--json", "message", "peek", "--queue", q, "--id", str(one_id)),
+        ("--json", "stats", "--queue", q),
     ]))
     assert set(one) == MESSAGE_KEYS
     assert (one["id"], one["queue"], one["payload"], one["priority"], one["attempts"]) == (
-        1, "q", {"order": 42}, 5, 0)
+        one_id, q, {"order": 42}, 5, 0)
     assert one["attributes"] == {"src": "web", "k": "v=w"}
     assert set(stats) == STATS_KEYS
     assert (stats["ready"], stats["enqueued_total"]) == (2, 2)
 
-    leased = sqew.json("message", "get", "--queue", "q", "--batch", "5")
+    leased = sqew.json("message", "get", "--queue", q, "--batch", "5")
     assert list(leased) == ["messages"]
     assert [set(m) for m in leased["messages"]] == [LEASED_KEYS, LEASED_KEYS]
-    assert [m["id"] for m in leased["messages"]] == [1, 2]  # higher priority first
+    assert [m["id"] for m in leased["messages"]] == [one_id, two_id]  # higher priority first
     h1, h2 = sqew.handles(leased)
 
     extended, nacked = _ok_json(sqew.many([
-        ("--json", "message", "extend-lease", "--queue", "q", "--id", h1, "--ms", "60000"),
-        ("--json", "message", "nack", "--queue", "q", "--ids", h2, "--delay-ms", "0",
+        ("--json", "message", "extend-lease", "--queue", q, "--id", h1, "--ms", "60000"),
+        ("--json", "message", "nack", "--queue", q, "--ids", h2, "--delay-ms", "0",
          "--error", "boom"),
     ]))
-    assert set(extended) == {"id", "lease_expires_at"} and extended["id"] == 1
-    assert nacked == {"results": [{"id": 2, "status": "requeued"}]}
+    assert set(extended) == {"id", "lease_expires_at"} and extended["id"] == one_id
+    assert nacked == {"results": [{"id": two_id, "status": "requeued"}]}
 
     acked, polled = _ok_json(sqew.many([
-        ("--json", "message", "ack", "--queue", "q", "--ids", h1),
-        ("--json", "message", "poll", "--queue", "q", "--wait-ms", "1000",
+        ("--json", "message", "ack", "--queue", q, "--ids", h1),
+        ("--json", "message", "poll", "--queue", q, "--wait-ms", "1000",
          "--visibility-ms", "5000"),
     ]))
-    assert acked == {"results": [{"id": 1, "status": "acked"}]}
+    assert acked == {"results": [{"id": one_id, "status": "acked"}]}
     assert [(m["id"], m["attempts"], m["last_error"]) for m in polled["messages"]] == [
-        (2, 2, "boom")]
-    assert sqew.json("message", "nack", "--queue", "q", "--ids", sqew.handles(polled)[0],
-                     "--error", "again") == {"results": [{"id": 2, "status": "dead_lettered"}]}
+        (two_id, 2, "boom")]
+    assert sqew.json("message", "nack", "--queue", q, "--ids", sqew.handles(polled)[0],
+                     "--error", "again") == {"results": [{"id": two_id, "status": "dead_lettered"}]}
 
     dlq, after = _ok_json(sqew.many([
-        ("--json", "dlq", "list", "--queue", "q"),
-        ("--json", "dlq", "list", "--queue", "q", "--after-id", "2", "--limit", "10"),
+        ("--json", "dlq", "list", "--queue", q),
+        ("--json", "dlq", "list", "--queue", q, "--after-id", str(two_id), "--limit", "10"),
     ]))
     assert list(dlq) == ["messages"]
     assert [(m["id"], m["queue"], m["last_error"]) for m in dlq["messages"]] == [
-        (2, "q.dlq", "again")]
+        (two_id, f"{q}.dlq", "again")]
     assert set(dlq["messages"][0]) == MESSAGE_KEYS
     assert after == {"messages": []}
-    assert sqew.json("dlq", "requeue", "--queue", "q", "--ids", "2") == {"requeued": 1}
+    assert sqew.json("dlq", "requeue", "--queue", q, "--ids", str(two_id)) == {"requeued": 1}
 
-    peeked = sqew.json("queue", "peek", "--name", "q")
-    assert [(m["id"], m["attempts"]) for m in peeked["messages"]] == [(2, 0)]
-    removed, purged = sqew.many([("--json", "message", "remove", "--queue", "q", "--id", "2"),
-                                 ("--json", "dlq", "purge", "--queue", "q")])
+    peeked = sqew.json("queue", "peek", "--name", q)
+    assert [(m["id"], m["attempts"]) for m in peeked["messages"]] == [(two_id, 0)]
+    removed, purged = sqew.many([("--json", "message", "remove", "--queue", q, "--id", str(two_id)),
+                                 ("--json", "dlq", "purge", "--queue", q)])
     assert (removed.returncode, removed.stdout, removed.stderr) == (0, "", "")
     assert purged.json() == {"purged": 0}
-    assert sqew.json("message", "get", "--queue", "q") == {"messages": []}
+    assert sqew.json("message", "get", "--queue", q) == {"messages": []}
 
 
 def test_ack_and_nack_of_several_report_each_and_fail_if_any_failed(sqew) -> None:
-    with sqew.arrange("q") as client:
-        client.enqueue_batch("q", [{"payload": n} for n in range(3)])
-    h1, h2, h3 = sqew.handles(sqew.json("message", "get", "--queue", "q", "--batch", "3"))
+    q = sqew.name("q")
+    with sqew.arrange(q) as client:
+        client.enqueue_batch(q, [{"payload": n} for n in range(3)])
+    id1, id2, id3 = sqew.id(1), sqew.id(2), sqew.id(3)
+    h1, h2, h3 = sqew.handles(sqew.json("message", "get", "--queue", q, "--batch", "3"))
 
-    both = sqew.json("message", "ack", "--queue", "q", "--ids", f"{h1},{h2}")
-    assert both == {"results": [{"id": 1, "status": "acked"}, {"id": 2, "status": "acked"}]}
+    both = sqew.json("message", "ack", "--queue", q, "--ids", f"{h1},{h2}")
+    assert both == {"results": [{"id": id1, "status": "acked"}, {"id": id2, "status": "acked"}]}
 
     stale = h3.split(":")[0] + ":not-the-token"
-    partial = sqew.run("--json", "message", "nack", "--queue", "q", "--ids", f"{h3},{stale},{h1}")
+    partial = sqew.run("--json", "message", "nack", "--queue", q, "--ids", f"{h3},{stale},{h1}")
     sqew.assert_failed(partial, "LeaseLost")
     assert partial.json() == {"results": [
-        {"id": 3, "status": "requeued"}, {"id": 3, "status": "lease_lost"},
-        {"id": 1, "status": "not_found"},
+        {"id": id3, "status": "requeued"}, {"id": id3, "status": "lease_lost"},
+        {"id": id1, "status": "not_found"},
     ]}
     human, single_ack, single_nack = sqew.many([
-        ("message", "ack", "--queue", "q", "--ids", f"{h1},{h2}"),
-        ("message", "ack", "--queue", "q", "--ids", h1),
-        ("message", "nack", "--queue", "q", "--ids", stale),
+        ("message", "ack", "--queue", q, "--ids", f"{h1},{h2}"),
+        ("message", "ack", "--queue", q, "--ids", h1),
+        ("message", "nack", "--queue", q, "--ids", stale),
     ])
     sqew.assert_failed(human, "MessageNotFound")
-    assert human.stdout.split() == ["1", "not_found", "2", "not_found"]
+    assert human.stdout.split() == [str(id1), "not_found", str(id2), "not_found"]
     sqew.assert_failed(single_ack, "MessageNotFound")
     sqew.assert_failed(single_nack, "LeaseLost")
     assert single_ack.stdout == single_nack.stdout == ""
 
 
 def test_human_output(sqew) -> None:
-    with sqew.arrange("jobs") as client:
-        client.enqueue("jobs", {"order": 42})
+    jobs, other = sqew.name("jobs"), sqew.name("other")
+    with sqew.arrange(jobs) as client:
+        client.enqueue(jobs, {"order": 42})
     results = sqew.many([
-        ("queue", "add", "--name", "other", "--max-attempts", "3"),
-        ("message", "enqueue", "--queue", "jobs", "--payload", '"second"'),
-        ("queue", "list"), ("queue", "peek", "--name", "jobs"), ("stats", "--queue", "jobs"),
-        ("queue", "show", "--name", "jobs"), ("dlq", "list", "--queue", "jobs"),
-        ("dlq", "purge", "--queue", "jobs"),
+        ("queue", "add", "--name", other, "--max-attempts", "3"),
+        ("message", "enqueue", "--queue", jobs, "--payload", '"second"'),
+        ("queue", "list"), ("queue", "peek", "--name", jobs), ("stats", "--queue", jobs),
+        ("queue", "show", "--name", jobs), ("dlq", "list", "--queue", jobs),
+        ("dlq", "purge", "--queue", jobs),
     ])
     for result in results:
         assert result.returncode == 0 and result.stderr == "", str(result)
     added, enqueued, listing, peeked, stats, shown, empty_dlq, purged_dlq = (
         r.stdout for r in results)
-    assert "other.dlq" in added and "max_attempts" in added and "3" in added
-    assert enqueued == "enqueued message 2\n"
-    assert "jobs.dlq" in listing and "fifo" in listing
+    assert f"{other}.dlq" in added and "max_attempts" in added and "3" in added
+    assert enqueued == f"enqueued message {sqew.id(2)}\n"
+    assert f"{jobs}.dlq" in listing and "fifo" in listing
     assert '{"order":42}' in peeked
     assert "ready" in stats and "enqueued_total" in stats
     assert "stats" in shown and "retention_ms" in shown
     assert "empty" in empty_dlq
-    assert purged_dlq == "purged 0 messages from jobs.dlq\n"
+    assert purged_dlq == f"purged 0 messages from {jobs}.dlq\n"
 
-    got = sqew.ok("message", "get", "--queue", "jobs")
+    got = sqew.ok("message", "get", "--queue", jobs)
     handle = got.stdout.split("\n")[2].split()[0]  # header, rule, first row
-    assert handle.startswith("1:")
-    acked, removed = sqew.many([("message", "ack", "--queue", "jobs", "--ids", handle),
-                                ("queue", "rm", "--name", "other")])
-    assert acked.stdout == "1 acked\n"
-    assert removed.stdout == "removed queue other and other.dlq\n"
+    assert handle.startswith(f"{sqew.id(1)}:")
+    acked, removed = sqew.many([("message", "ack", "--queue", jobs, "--ids", handle),
+                                ("queue", "rm", "--name", other)])
+    assert acked.stdout == f"{sqew.id(1)} acked\n"
+    assert removed.stdout == f"removed queue {other} and {other}.dlq\n"
 
 
-@pytest.mark.local_only
-def test_global_options_anywhere_from_the_environment_and_by_default(sqew, tmp_path) -> None:
+def test_global_options_anywhere_from_the_environment_and_by_default(local_sqew, tmp_path) -> None:
+    sqew = local_sqew
     other = tmp_path / "other.db"
     sqew.ok("queue", "add", "--name", "a", "--db", str(other), use_db=False)
     after, from_env, payload = sqew.many([
@@ -234,8 +241,8 @@ def test_global_options_anywhere_from_the_environment_and_by_default(sqew, tmp_p
     assert (tmp_path / "sqew.db").is_file()
 
 
-@pytest.mark.local_only
-def test_db_upgrade_and_version(sqew) -> None:
+def test_db_upgrade_and_version(local_sqew) -> None:
+    sqew = local_sqew
     head = migrate.head()
     assert sqew.json("db", "upgrade") == {"revision": head}
     assert f"revision {head}" in sqew.ok("db", "upgrade").stdout
@@ -251,20 +258,39 @@ def test_python_dash_m_runs_the_same_cli() -> None:
     assert proc.returncode == 0 and proc.stdout.startswith("sqew "), proc
 
 
+def _started(sqew, proc: subprocess.Popen[bytes] | None) -> bool:
+    """Whether ``proc`` is inside its command: it has opened the database / reached the server.
+
+    Locally the ``-wal`` file appears once sqew has opened the database; over HTTP the process
+    holds an established connection to the server's port.
+    """
+    if sqew.url is None:
+        return sqew.db.with_name(sqew.db.name + "-wal").exists()
+    port = int(sqew.url.rsplit(":", 1)[1])
+    assert proc is not None
+    try:
+        connections = psutil.Process(proc.pid).net_connections("tcp")
+    except psutil.NoSuchProcess:
+        return False
+    return any(c.raddr and c.raddr.port == port and c.status == psutil.CONN_ESTABLISHED
+               for c in connections)
+
+
 def test_ctrl_c_during_a_long_poll_exits_130_quietly(sqew) -> None:
-    sqew.arrange("q").close()
-    wal = sqew.db.with_name(sqew.db.name + "-wal")
-    assert not wal.exists()  # the last close checkpointed and removed it
+    q = sqew.name("q")
+    sqew.arrange(q).close()
+    if sqew.url is None:
+        assert not _started(sqew, None)  # the last close checkpointed and removed the -wal
+    where = ["--url", sqew.url] if sqew.url else ["--db", str(sqew.db)]
     proc = subprocess.Popen(
-        [sqew.binary, "--db", str(sqew.db), "message", "poll", "--queue", "q",
-         "--wait-ms", "20000"],
+        [sqew.binary, *where, "message", "poll", "--queue", q, "--wait-ms", "20000"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=sqew.cwd, env=sqew.env,
     )
     try:
         deadline = time.monotonic() + 30
-        while not wal.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.02)  # the -wal file appears once sqew has opened the database
-        assert wal.exists() and proc.poll() is None
+        while not _started(sqew, proc) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _started(sqew, proc) and proc.poll() is None
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
     finally:

@@ -12,7 +12,8 @@ def _ready(sqew, queue: str) -> list:
 
 
 def test_good_and_bad_lines(sqew, tmp_path) -> None:
-    sqew.arrange("q", max_payload_bytes=64).close()
+    q = sqew.name("q")
+    sqew.arrange(q, max_payload_bytes=64).close()
     lines = [
         b'{"n": 1}',  # 1
         b"",  # 2 blank: skipped, not a failure
@@ -27,7 +28,7 @@ def test_good_and_bad_lines(sqew, tmp_path) -> None:
     path = tmp_path / "in.ndjson"
     path.write_bytes(b"\n".join(lines) + b"\n")
 
-    result = sqew.run("--json", "message", "enqueue", "--queue", "q", "--file", str(path),
+    result = sqew.run("--json", "message", "enqueue", "--queue", q, "--file", str(path),
                       "--priority", "3", "--attr", "src=file")
     sqew.assert_failed(result, "ValidationError")
     summary = result.json()
@@ -41,28 +42,30 @@ def test_good_and_bad_lines(sqew, tmp_path) -> None:
                for f in summary["failed"])
     assert "line 4" in result.stderr
 
-    ready = _ready(sqew, "q")
+    ready = _ready(sqew, q)
     assert [m.payload for m in ready] == [{"n": 1}, [1, 2, 3], 42, None]
     assert {(m.priority, m.attributes["src"]) for m in ready} == {(3, "file")}
 
 
 def test_human_summary_lists_failed_line_numbers(sqew, tmp_path) -> None:
-    sqew.arrange("q").close()
+    q = sqew.name("q")
+    sqew.arrange(q).close()
     path = tmp_path / "in.ndjson"
     path.write_text("1\n2\noops\n3\n")
-    result = sqew.run("message", "enqueue", "--queue", "q", "--file", str(path))
+    result = sqew.run("message", "enqueue", "--queue", q, "--file", str(path))
     sqew.assert_failed(result, "ValidationError")
-    assert "enqueued 3 messages to q" in result.stdout
+    assert f"enqueued 3 messages to {q}\n" in result.stdout
     assert "line 3: ValidationError" in result.stdout
 
 
 def test_stdin_in_batches_with_a_bad_line_in_a_later_batch(sqew) -> None:
-    sqew.arrange("q", max_payload_bytes=20).close()
+    q = sqew.name("q")
+    sqew.arrange(q, max_payload_bytes=20).close()
     # 1200 lines: three batches; line 1100 is too large, so its whole batch is refused by the
     # service and retried one message at a time
     lines = [json.dumps({"i": i}) for i in range(1, 1201)]
     lines[1099] = json.dumps({"i": "x" * 40})
-    result = sqew.run("--json", "message", "enqueue", "--queue", "q", "--file", "-",
+    result = sqew.run("--json", "message", "enqueue", "--queue", q, "--file", "-",
                       stdin="\n".join(lines))  # no newline after the last line
     sqew.assert_failed(result, "PayloadTooLarge")
     summary = result.json()
@@ -70,13 +73,14 @@ def test_stdin_in_batches_with_a_bad_line_in_a_later_batch(sqew) -> None:
     assert [(f["line"], f["error"]["code"]) for f in summary["failed"]] == [
         (1100, "PayloadTooLarge")]
     assert "message 0" not in summary["failed"][0]["error"]["message"]
-    assert len(_ready(sqew, "q")) == 100  # peek's limit
+    assert len(_ready(sqew, q)) == 100  # peek's limit
     with sqew.arrange() as client:
-        assert client.stats("q").ready == 1199
+        assert client.stats(q).ready == 1199
 
 
 def test_envelope_lines_carry_their_own_fields(sqew) -> None:
-    sqew.arrange("q").close()
+    q = sqew.name("q")
+    sqew.arrange(q).close()
     lines = [
         {"payload": {"a": 1}, "priority": 7, "attributes": {"k": "v"}},
         {"payload": "dup", "idempotency_key": "key-1"},
@@ -87,21 +91,22 @@ def test_envelope_lines_carry_their_own_fields(sqew) -> None:
         {"payload": 2, "priority": 5000},
         {"payload": "later", "delay_ms": 3_600_000},
     ]
-    result = sqew.run("--json", "message", "enqueue", "--queue", "q", "--file", "-",
+    result = sqew.run("--json", "message", "enqueue", "--queue", q, "--file", "-",
                       "--envelope", stdin="\n".join(json.dumps(x) for x in lines) + "\n")
     sqew.assert_failed(result, "ValidationError")
     summary = result.json()
     assert (summary["enqueued"], summary["duplicates"]) == (3, 1)
     assert [f["line"] for f in summary["failed"]] == [4, 5, 6, 7]
-    assert [(m.payload, m.priority, m.attributes) for m in _ready(sqew, "q")] == [
+    assert [(m.payload, m.priority, m.attributes) for m in _ready(sqew, q)] == [
         ({"a": 1}, 7, {"k": "v"}), ("dup", 0, {})]
     with sqew.arrange() as client:
-        assert client.stats("q").delayed == 1
+        assert client.stats(q).delayed == 1
 
 
 def test_all_good_exits_0_and_an_unknown_queue_stops_the_run(sqew) -> None:
-    sqew.arrange("q").close()
-    ok = sqew.json("message", "enqueue", "--queue", "q", "--file", "-", stdin="1\n2\n\n3\n")
+    q = sqew.name("q")
+    sqew.arrange(q).close()
+    ok = sqew.json("message", "enqueue", "--queue", q, "--file", "-", stdin="1\n2\n\n3\n")
     assert ok == {"enqueued": 3, "duplicates": 0, "failed": []}
     stopped = sqew.run("--json", "message", "enqueue", "--queue", "nope", "--file", "-",
                        stdin="1\n2\n")

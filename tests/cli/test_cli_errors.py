@@ -11,38 +11,40 @@ import pytest
 
 @pytest.fixture
 def with_queue(sqew):
-    """A runner whose database holds the queue ``jobs`` (max 3 attempts)."""
-    sqew.arrange("jobs", max_attempts=3).close()
+    """A runner whose store holds the queue ``sqew.name("jobs")`` (max 3 attempts)."""
+    sqew.arrange(sqew.name("jobs"), max_attempts=3).close()
     return sqew
 
 
+NO_ID = str(9_000_000_000_000)  # a message id no store here reaches
+
 FAILURES = [
-    # (args, code)
+    # (args, code); {jobs} is the test's queue, "nope" a queue nobody creates
     (("queue", "add", "--name", "bad.name"), "ValidationError"),
     (("queue", "add", "--name", "ok", "--max-attempts", "0"), "ValidationError"),
     (("queue", "add", "--name", "ok", "--visibility-ms", "43200001"), "ValidationError"),
     (("queue", "add", "--name", "ok", "--order", "sideways"), "ValidationError"),
-    (("queue", "add", "--name", "jobs"), "QueueExists"),
-    (("queue", "update", "--name", "jobs", "--backoff-base-ms", "10",
+    (("queue", "add", "--name", "{jobs}"), "QueueExists"),
+    (("queue", "update", "--name", "{jobs}", "--backoff-base-ms", "10",
       "--backoff-max-ms", "5"), "ValidationError"),
-    (("queue", "rm", "--name", "jobs.dlq"), "ValidationError"),
+    (("queue", "rm", "--name", "{jobs}.dlq"), "ValidationError"),
     (("queue", "show", "--name", "nope"), "QueueNotFound"),
     (("queue", "rm", "--name", "nope"), "QueueNotFound"),
     (("stats", "--queue", "nope"), "QueueNotFound"),
     (("dlq", "list", "--queue", "nope"), "QueueNotFound"),
     (("message", "enqueue", "--queue", "nope", "--payload", "1"), "QueueNotFound"),
-    (("message", "enqueue", "--queue", "jobs", "--payload", "{bad json"), "ValidationError"),
-    (("message", "enqueue", "--queue", "jobs", "--payload", "1", "--priority", "1001"),
+    (("message", "enqueue", "--queue", "{jobs}", "--payload", "{bad json"), "ValidationError"),
+    (("message", "enqueue", "--queue", "{jobs}", "--payload", "1", "--priority", "1001"),
      "ValidationError"),
-    (("message", "enqueue", "--queue", "jobs", "--envelope", "--payload", '{"payload": 1, '
+    (("message", "enqueue", "--queue", "{jobs}", "--envelope", "--payload", '{"payload": 1, '
       '"bogus": 2}'), "ValidationError"),
-    (("message", "get", "--queue", "jobs", "--batch", "101"), "ValidationError"),
-    (("message", "ack", "--queue", "jobs", "--ids", "99:token"), "MessageNotFound"),
-    (("message", "extend-lease", "--queue", "jobs", "--id", "99:t", "--ms", "10"),
+    (("message", "get", "--queue", "{jobs}", "--batch", "101"), "ValidationError"),
+    (("message", "ack", "--queue", "{jobs}", "--ids", f"{NO_ID}:token"), "MessageNotFound"),
+    (("message", "extend-lease", "--queue", "{jobs}", "--id", f"{NO_ID}:t", "--ms", "10"),
      "MessageNotFound"),
-    (("message", "peek", "--queue", "jobs", "--id", "99"), "MessageNotFound"),
-    (("message", "peek", "--queue", "jobs", "--id", "0"), "ValidationError"),
-    (("message", "remove", "--queue", "jobs", "--id", "99"), "MessageNotFound"),
+    (("message", "peek", "--queue", "{jobs}", "--id", NO_ID), "MessageNotFound"),
+    (("message", "peek", "--queue", "{jobs}", "--id", "0"), "ValidationError"),
+    (("message", "remove", "--queue", "{jobs}", "--id", NO_ID), "MessageNotFound"),
 ]
 
 USAGE_ERRORS = [
@@ -65,16 +67,20 @@ USAGE_ERRORS = [
 
 
 def test_operation_failures_exit_1_with_one_error_line(with_queue) -> None:
-    results = with_queue.many([args for args, _ in FAILURES])
-    for (_, code), result in zip(FAILURES, results, strict=True):
+    jobs = with_queue.name("jobs")
+    runs = [[a.replace("{jobs}", jobs) for a in args] for args, _ in FAILURES]
+    for (_, code), result in zip(FAILURES, with_queue.many(runs), strict=True):
         with_queue.assert_failed(result, code)
     with with_queue.arrange() as client:
-        assert client.stats("jobs").enqueued_total == 0
+        assert client.stats(jobs).enqueued_total == 0
 
 
-def test_usage_errors_exit_2(with_queue) -> None:
-    for result in with_queue.many(USAGE_ERRORS, stdin=""):
-        with_queue.assert_usage_error(result)
+def test_usage_errors_exit_2(local_sqew) -> None:
+    # Usage errors are found before any store is opened: --url or --db makes no difference
+    # (test_cli_modes checks a few with --url).
+    for result in local_sqew.many(USAGE_ERRORS, stdin=""):
+        local_sqew.assert_usage_error(result)
+    assert not local_sqew.db.exists()
 
 
 def test_error_line_names_the_queue(sqew) -> None:
@@ -107,9 +113,9 @@ def _content(path):
         return {n: conn.execute(f'SELECT * FROM "{n}"').fetchall() for n in names}
 
 
-@pytest.mark.local_only
 @pytest.mark.parametrize("make", [_not_sqlite, _foreign_sqlite, _newer_schema])
-def test_unusable_database_files_are_refused(sqew, tmp_path, make) -> None:
+def test_unusable_database_files_are_refused(local_sqew, tmp_path, make) -> None:
+    sqew = local_sqew
     db = tmp_path / "bad.db"
     make(db)
     before = _content(db)
@@ -119,19 +125,9 @@ def test_unusable_database_files_are_refused(sqew, tmp_path, make) -> None:
     assert _content(db) == before  # refused, not "repaired"
 
 
-@pytest.mark.local_only
-def test_database_path_that_is_a_directory_or_in_a_missing_directory(sqew, tmp_path) -> None:
+def test_database_path_that_is_a_directory_or_in_a_missing_directory(local_sqew, tmp_path) -> None:
+    sqew = local_sqew
     results = sqew.many([("queue", "list")], db=tmp_path)
     results += sqew.many([("queue", "list")], db=tmp_path / "missing" / "x.db")
     for result in results:
         sqew.assert_failed(result, "Unavailable")
-
-
-@pytest.mark.local_only
-def test_remote_mode_without_a_server_fails_cleanly(sqew) -> None:
-    # Port 9 (discard) on localhost: nothing listens there in the test environment.
-    result = sqew.run("--url", "http://127.0.0.1:9", "queue", "list", use_db=False)
-    assert result.returncode == 1, str(result)
-    assert result.stderr.startswith("error: ") and len(result.stderr.splitlines()) == 1
-    assert "Traceback" not in result.stderr
-    assert not (sqew.cwd / "sqew.db").exists()
