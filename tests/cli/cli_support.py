@@ -241,6 +241,7 @@ class Server:
             self.proc = subprocess.Popen(
                 [sqew_binary(), "serve", "--db", str(db), "--port", "0"], cwd=cwd, env=env,
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent,
             )
         self.pid = self.proc.pid
         try:
@@ -281,6 +282,19 @@ class Server:
                 self.proc.wait(SERVE_STOP_S)
 
 
+def _die_with_parent() -> None:
+    """In the forked child: get SIGTERM when the thread that started it dies (Linux).
+
+    A test run killed outright (no finalizers) then leaves no server behind. Servers are
+    started from the main thread of a pytest process, which lives as long as the process.
+    """
+    if sys.platform == "linux":
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
 @contextlib.contextmanager
 def serve(db: Path, cwd: Path, *, access_log: bool = False) -> Iterator[Server]:
     """A ``Server`` for the duration of a ``with`` block, stopped however the block ends."""
@@ -289,6 +303,28 @@ def serve(db: Path, cwd: Path, *, access_log: bool = False) -> Iterator[Server]:
         yield server
     finally:
         server.stop()
+
+
+PROBE_QUEUE = "cli-id-probe"
+
+
+@dataclass
+class SharedServer:
+    """The session's server, and an HttpClient to it for finding where message ids are."""
+
+    server: Server
+    client: sqew_lib.Client
+
+    def last_id(self) -> int:
+        """The largest message id given out so far (enqueues one message and removes it)."""
+        result = self.client.enqueue(PROBE_QUEUE, None)
+        self.client.remove_message(PROBE_QUEUE, result.message_id)
+        return result.message_id
+
+    def runner(self, cwd: Path) -> Sqew:
+        """A runner of this server for one test: unique queue names, ids after the last."""
+        return Sqew(cwd, self.server.db, self.server.url, tag=next_tag(),
+                    id_base=self.last_id())
 
 
 _tags = itertools.count(1)

@@ -15,33 +15,12 @@ with ``cli_support.serve``.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from cli_support import Server, Sqew, next_tag, serve
+from cli_support import PROBE_QUEUE, SharedServer, Sqew, serve
 
 import sqew as sqew_lib
-
-PROBE_QUEUE = "cli-id-probe"
-
-
-@dataclass
-class SharedServer:
-    """The session's server, and an HttpClient to it for finding where message ids are."""
-
-    server: Server
-    client: sqew_lib.Client
-
-    def last_id(self) -> int:
-        """The largest message id given out so far (enqueues one message and removes it)."""
-        result = self.client.enqueue(PROBE_QUEUE, None)
-        self.client.remove_message(PROBE_QUEUE, result.message_id)
-        return result.message_id
-
-    def runner(self, cwd: Path) -> Sqew:
-        """A runner of this server for one test: unique queue names, ids after the last."""
-        return Sqew(cwd, self.server.db, self.server.url, tag=next_tag(), id_base=self.last_id())
 
 
 @pytest.fixture(scope="session")
