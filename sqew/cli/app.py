@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 import typer
 import typer.main
@@ -48,8 +49,8 @@ def _show_version(value: bool) -> None:
 
 
 def _check_url(value: str | None) -> str | None:
-    if value and not value.startswith(("http://", "https://")):
-        raise typer.BadParameter(f"expected an http:// or https:// URL, got '{value}'")
+    if value and (not value.startswith(("http://", "https://")) or not urlsplit(value).hostname):
+        raise typer.BadParameter(f"expected an http:// or https:// URL with a host, got '{value}'")
     return value or None
 
 
