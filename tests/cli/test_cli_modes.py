@@ -269,12 +269,13 @@ def test_url_from_the_environment_and_which_of_db_and_url_wins(
     env = {"SQEW_URL": url, "SQEW_JSON": "1"}
     added = http_sqew.run("queue", "add", "--name", q, use_db=False, env=env)
     assert added.returncode == 0 and added.json()["name"] == q, str(added)
-    from_env, after, db_flag, both_flags, bad_scheme, ack_syntax = http_sqew.many([
+    from_env, after, db_flag, both_flags, bad_scheme, no_host, ack_syntax = http_sqew.many([
         ("queue", "show", "--name", q),  # SQEW_URL
         ("queue", "show", "--name", q, "--url", url),  # --url after the command
         ("queue", "list", "--db", str(other)),  # a --db given beats SQEW_URL
         ("--db", str(other), "--url", url, "queue", "list"),  # both given: usage error
         ("--url", "ftp://example.com", "queue", "list"),
+        ("--url", "http://", "queue", "list"),
         ("--url", url, "message", "ack", "--queue", q, "--ids", "5"),
     ], use_db=False, env=env)
     # SQEW_URL and SQEW_DB both set: the server.
@@ -284,7 +285,7 @@ def test_url_from_the_environment_and_which_of_db_and_url_wins(
         assert result.returncode == 0 and result.json()["name"] == q, str(result)
     assert (db_flag.returncode, db_flag.json()) == (0, {"queues": []}), str(db_flag)
     assert other.is_file()
-    for result in (both_flags, bad_scheme, ack_syntax):
+    for result in (both_flags, bad_scheme, no_host, ack_syntax):
         assert_usage_error(result)
     assert "not both" in both_flags.stderr
     assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".db") == ["other.db"]
