@@ -230,8 +230,47 @@ class Tx(abc.ABC):
         """Delete up to ``limit`` expired idempotency records; returns how many."""
 
 
+class WriteSession(abc.ABC):
+    """A connection reserved for one group committer, its transactions taken step by step.
+
+    The steps that may wait (for the write lock, for the disk at commit) are separate, so a
+    committer on an event loop can try them without waiting and hand only the waits to a
+    thread. One transaction at a time; any thread, but one at a time.
+    """
+
+    tx: Tx
+    """The statements, on the session's connection (valid between a begin and its end)."""
+
+    commit_waits: bool
+    """Whether ``commit`` waits for the disk (durability ``full``): run it off the event loop."""
+
+    @abc.abstractmethod
+    def try_begin(self) -> bool:
+        """Begin a write transaction if the write lock is free now; False if it is not."""
+
+    @abc.abstractmethod
+    def begin(self) -> None:
+        """Begin a write transaction, waiting for the write lock (blocking)."""
+
+    @abc.abstractmethod
+    def commit(self) -> None:
+        """Commit the open transaction (rolled back, and the error raised, if that fails)."""
+
+    @abc.abstractmethod
+    def rollback(self) -> None:
+        """Roll back the open transaction, if any."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Roll back whatever is open and close the connection."""
+
+
 class Backend(abc.ABC):
     """A database holding sqew's schema."""
+
+    @abc.abstractmethod
+    def write_session(self) -> WriteSession:
+        """A dedicated connection for a group committer (see ``WriteSession``)."""
 
     @abc.abstractmethod
     def write(self) -> AbstractContextManager[Tx]:

@@ -6,11 +6,12 @@ as one backend transaction. Transports (CLI, REST, SQS) call it and only render 
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import random
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
 from typing import TypeVar
 
 import msgspec
@@ -23,6 +24,7 @@ from sqew.core.group_commit import GroupCommitter
 from sqew.core.waker import Waker
 
 _encode = msgspec.json.encode
+log = logging.getLogger("sqew.service")
 CHANGE_POLL_S = 0.05
 """How often a long poll looks for commits made by other processes (a cheap header read)."""
 REAP_LIMIT = 1000
@@ -49,8 +51,9 @@ class QueueService:
         clock: returns epoch milliseconds (tests inject a manual clock).
         reap_interval_ms: how often a poll also removes expired messages and tombstones.
         rng: randomness for backoff jitter.
-        group_commit: run hot-path writes of concurrent callers in shared transactions
-            (one writer thread); for servers with many concurrent requests.
+        commit_loop: group-commit hot-path writes of concurrent callers on this event loop
+            (a server's): they share transactions, run on the loop (see ``GroupCommitter``),
+            and the ``*_soon`` methods become available.
     """
 
     def __init__(
@@ -60,7 +63,7 @@ class QueueService:
         clock: Clock = system_clock,
         reap_interval_ms: int = 1000,
         rng: random.Random | None = None,
-        group_commit: bool = False,
+        commit_loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         self.backend = backend
         self.clock = clock
@@ -68,35 +71,33 @@ class QueueService:
         self._reap_interval = reap_interval_ms
         self._last_reap = 0
         self._rng = rng or random.Random()
-        self._committer = GroupCommitter(backend) if group_commit else None
+        self._committer = (
+            GroupCommitter(backend, commit_loop, on_commit=self.waker.notify)
+            if commit_loop is not None else None
+        )
 
     # --- helpers --------------------------------------------------------------------------------
-    def _write(self, op: Callable[[Tx], T]) -> T:
-        """Run a hot-path write: in the shared group commit when on, else its own transaction."""
+    def _write(self, op: Callable[[Tx], T], *, notify: bool = False) -> T:
+        """Run a hot-path write: in the shared group commit when on, else its own transaction.
+
+        With group commit, call it from a thread other than the loop's (it waits).
+        """
         if self._committer is not None:
-            return self._committer.run(op)
+            return self._committer.run(op, notify=notify)
         with self.backend.write() as tx:
-            return op(tx)
+            result = op(tx)
+        if notify:
+            self.waker.notify()
+        return result
 
-    def _write_soon(self, op: Callable[[Tx], T], *, notify: bool = False) -> Future[T]:
-        """``_write`` for callers that must not block: a future of the committed result.
+    def _write_soon(self, op: Callable[[Tx], T], *, notify: bool = False) -> asyncio.Future[T]:
+        """``_write`` for a caller on the commit loop: a future of the committed result.
 
-        With group commit the caller's thread is never held; without it, the write runs now
-        and the future is already resolved. ``notify`` wakes long polls once it committed.
+        ``notify`` wakes long polls once it committed.
         """
         if self._committer is None:
-            done: Future[T] = Future()
-            try:
-                done.set_result(self._write(op))
-            except BaseException as exc:
-                done.set_exception(exc)
-            if notify:
-                self.waker.notify()
-            return done
-        future = self._committer.submit(op)
-        if notify:
-            future.add_done_callback(lambda _: self.waker.notify())
-        return future
+            raise RuntimeError("the *_soon methods need a commit_loop")
+        return self._committer.submit(op, notify=notify)
 
     @staticmethod
     def _queue(tx: Tx, name: str) -> QueueRow:
@@ -175,17 +176,14 @@ class QueueService:
         self, queue: str, messages: Sequence[models.MessageIn]
     ) -> list[models.EnqueueResult]:
         """Enqueue messages all-or-nothing; duplicates (idempotency) return the first id."""
-        results = self._write(self._enqueue_op(queue, messages))
-        self.waker.notify()
-        return results
+        return self._write(self._enqueue_op(queue, messages), notify=True)
 
     def enqueue_soon(
         self, queue: str, messages: Sequence[models.MessageIn]
-    ) -> Future[list[models.EnqueueResult]]:
-        """``enqueue`` for callers that must not block (an event loop): a future of its result.
+    ) -> asyncio.Future[list[models.EnqueueResult]]:
+        """``enqueue`` for a caller on the commit loop: a future of its committed result.
 
-        With group commit the operation joins the writer's next transaction and the caller's
-        thread is never held; without it, it runs now and the future is already resolved.
+        The operation joins the next group's transaction; nothing waits in the meantime.
         """
         return self._write_soon(self._enqueue_op(queue, messages), notify=True)
 
@@ -340,7 +338,7 @@ class QueueService:
 
     def poll_soon(
         self, queue: str, *, batch: int = 1, visibility_ms: int | None = None
-    ) -> Future[list[models.LeasedMessage]]:
+    ) -> asyncio.Future[list[models.LeasedMessage]]:
         """A poll that does not wait, for callers that must not block (see ``enqueue_soon``).
 
         Like ``poll``, it reaps first when a reap is due (queued ahead of the claim, not
@@ -350,7 +348,8 @@ class QueueService:
         if visibility_ms is not None:
             check_range("visibility_ms", visibility_ms, 0, 43_200_000)
         if self.clock() - self._last_reap >= self._reap_interval:
-            self._write_soon(self._reap_op())  # runs before the claim: writes keep their order
+            # Runs before the claim (writes keep their order); its outcome is logged, not awaited.
+            self._write_soon(self._reap_op()).add_done_callback(_log_reap_failure)
         claim = self._claim_op(queue, batch, visibility_ms, want_due=False)
         return self._write_soon(lambda tx: claim(tx)[0])
 
@@ -394,7 +393,7 @@ class QueueService:
 
     def ack_soon(
         self, queue: str, items: Sequence[tuple[int, str]]
-    ) -> Future[list[models.ItemResult]]:
+    ) -> asyncio.Future[list[models.ItemResult]]:
         """``ack`` for callers that must not block (see ``enqueue_soon``)."""
         return self._write_soon(self._ack_op(queue, items))
 
@@ -459,9 +458,7 @@ class QueueService:
                 tx.add_counters(dlq.id, depth=dead)
             return out
 
-        out = self._write(op)
-        self.waker.notify()
-        return out
+        return self._write(op, notify=True)
 
     def extend_lease(self, queue: str, msg_id: int, token: str, ms: int) -> models.LeaseExtended:
         """Heartbeat: the lease of a held message ends ``ms`` from now."""
@@ -598,9 +595,20 @@ class QueueService:
     def close(self) -> None:
         """Wake every long poll, finish pending writes and close the backend."""
         self.waker.close()
-        if self._committer is not None:
-            self._committer.close()
         self.backend.close()
+
+    async def aclose(self) -> None:
+        """``close`` for a service with a commit loop (call on that loop): pending writes of
+        the group commit finish first."""
+        self.waker.close()
+        if self._committer is not None:
+            await self._committer.aclose()
+        self.backend.close()
+
+
+def _log_reap_failure(future: asyncio.Future[int]) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        log.error("reaping expired messages failed", exc_info=future.exception())
 
 
 def _item_error(status: str, msg_id: int) -> errors.SqewError:

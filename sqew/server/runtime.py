@@ -1,7 +1,9 @@
 """What the handlers share: the QueueService, the threads it runs on, and body decoding.
 
-The service is blocking (SQLite calls, group-commit futures, long-poll waits), so handlers are
-async and hand each call to a fixed thread pool. Fixed pools, not anyio's elastic one: the
+Enqueue, ack and non-waiting polls join the service's group commit, which runs on the event
+loop (``sqew.core.group_commit``): the handler awaits its future and no thread is involved.
+The other calls are blocking (SQLite reads, long-poll waits), so handlers hand them to a fixed
+thread pool. Fixed pools, not anyio's elastic one: the
 SQLite backend keeps one connection per thread, and threads that come and go would leave
 connections behind. Long polls get their own, larger pool so that waiting consumers never
 starve short requests of threads.
@@ -70,13 +72,14 @@ class Runtime:
         s = self.settings
         trace = logging.getLogger("sqew.sql").debug if s.trace_sql else None
         backend = open_backend(s.db, durability=s.durability, trace=trace)
+        loop = asyncio.get_running_loop()
         self._service = QueueService(
             backend, clock=self.clock, reap_interval_ms=s.reap_interval_ms,
-            group_commit=s.group_commit,
+            commit_loop=loop if s.group_commit else None,
         )
         self._pool = ThreadPoolExecutor(s.threads, thread_name_prefix="sqew-db")
         self._polls = ThreadPoolExecutor(s.poll_threads, thread_name_prefix="sqew-poll")
-        self._reaper = asyncio.get_running_loop().create_task(self._reap_forever())
+        self._reaper = loop.create_task(self._reap_forever())
         # Everything built so far lives as long as the server: keep the collector from
         # scanning it again and again (full collections of it were the p99 latency).
         gc.collect()
@@ -99,7 +102,7 @@ class Runtime:
             if pool is not None:
                 await asyncio.get_running_loop().run_in_executor(None, pool.shutdown)
         if self._service is not None:
-            self._service.close()
+            await self._service.aclose()
 
     async def _reap_forever(self) -> None:
         """Remove expired messages even when nobody polls (polls reap too, this is the floor)."""
@@ -122,16 +125,16 @@ class Runtime:
     async def enqueue(
         self, queue: str, messages: list[models.MessageIn]
     ) -> list[models.EnqueueResult]:
-        """Enqueue without holding a thread: the writer's commit resolves the awaited future."""
+        """Enqueue without holding a thread: the group's commit resolves the awaited future."""
         if not self.settings.group_commit:  # the write would run here, on the event loop
             return await self.run(self.service.enqueue, queue, messages)
-        return await asyncio.wrap_future(self.service.enqueue_soon(queue, messages))
+        return await self.service.enqueue_soon(queue, messages)
 
     async def ack(self, queue: str, items: list[tuple[int, str]]) -> list[models.ItemResult]:
         """Acknowledge without holding a thread (see ``enqueue``)."""
         if not self.settings.group_commit:
             return await self.run(self.service.ack, queue, items)
-        return await asyncio.wrap_future(self.service.ack_soon(queue, items))
+        return await self.service.ack_soon(queue, items)
 
     async def poll(
         self, request: Request[Any, Any, Any], queue: str, batch: int, wait_ms: int,
@@ -140,8 +143,7 @@ class Runtime:
         """A poll; one that may wait runs on the poll threads and ends, leasing nothing, if the
         client disconnects meanwhile."""
         if wait_ms == 0 and self.settings.group_commit:
-            future = self.service.poll_soon(queue, batch=batch, visibility_ms=visibility_ms)
-            return await asyncio.wrap_future(future)
+            return await self.service.poll_soon(queue, batch=batch, visibility_ms=visibility_ms)
         if wait_ms == 0 or self._polls is None:
             return await self.run(self.service.poll, queue, batch=batch, wait_ms=0,
                                   visibility_ms=visibility_ms)
