@@ -7,6 +7,7 @@ Response models are what every client returns and what ``--json`` prints.
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -17,6 +18,12 @@ MAX_BATCH_ENQUEUE = 1000
 MAX_POLL_BATCH = 100
 MAX_WAIT_MS = 20000
 MAX_TTL_MS = 1_209_600_000
+MAX_INT64 = 2**63 - 1
+"""The largest integer a database column holds (signed 64-bit): every unbounded integer of a
+request is capped here, so a larger one is a ValidationError rather than an overflow inside the
+database driver."""
+MAX_ID = MAX_INT64
+"""The largest message id."""
 # `$` in Python's re also matches before a final newline; this lookahead ends the string in both
 # Python and the ECMA-262 dialect of the OpenAPI schema.
 END_OF_TEXT = r"(?![\s\S])"
@@ -35,8 +42,9 @@ BackoffMaxMs = Annotated[int, Meta(ge=0, le=86_400_000)]
 RetentionMs = Annotated[int, Meta(ge=60_000, le=MAX_TTL_MS)]
 DedupWindowMs = Annotated[int, Meta(ge=1000, le=604_800_000)]
 MaxPayloadBytes = Annotated[int, Meta(ge=1, le=1_048_576)]
-NonNegInt = Annotated[int, Meta(ge=0)]
-NonNegFloat = Annotated[float, Meta(ge=0)]
+NonNegInt = Annotated[int, Meta(ge=0, le=MAX_INT64)]
+# Any finite number: infinity would be stored, and then written as JSON null.
+NonNegFloat = Annotated[float, Meta(ge=0, le=sys.float_info.max)]
 Order = Literal["fifo", "lifo"]
 # SPEC counts the minimum in bytes (UTF-8), which a schema cannot say: rules.check_hmac_secret
 # checks it.
@@ -53,7 +61,7 @@ IdempotencyKey = Annotated[
 AttrKey = Annotated[str, Meta(min_length=1, max_length=64)]
 AttrValue = Annotated[str, Meta(max_length=1024)]
 Attributes = Annotated[dict[AttrKey, AttrValue], Meta(max_length=10)]
-MessageId = Annotated[int, Meta(ge=1)]
+MessageId = Annotated[int, Meta(ge=1, le=MAX_ID)]
 Token = Annotated[str, Meta(min_length=1, max_length=128)]
 ErrorText = Annotated[str, Meta(max_length=4096)]
 LeaseMs = Annotated[int, Meta(ge=0, le=43_200_000)]

@@ -97,7 +97,9 @@ class LocalClient(Client):
         )
 
     def ack(self, queue: str, id: int, token: str) -> models.ItemResult:
-        result = self.ack_batch(queue, [(id, token)])[0]
+        # Validated as the single item it is, so an error names `id`, as the server's does.
+        item = convert({"id": id, "token": token}, models.AckIn)
+        result = self.service.ack(queue, [(item.id, item.token)])[0]
         if result.status != "acked":
             raise item_error(result)
         return result
@@ -110,8 +112,9 @@ class LocalClient(Client):
         self, queue: str, id: int, token: str, *, delay_ms: int | None = None,
         error: str | None = None,
     ) -> models.ItemResult:
-        item = {"id": id, "token": token, "delay_ms": delay_ms, "error": error}
-        result = self.nack_batch(queue, [item])[0]
+        body = {"id": id, "token": token, "delay_ms": delay_ms, "error": error}
+        item = convert({k: v for k, v in body.items() if v is not None}, models.NackIn)
+        result = self.service.nack(queue, [item])[0]
         if result.status in ("lease_lost", "not_found"):
             raise item_error(result)
         return result
@@ -133,11 +136,11 @@ class LocalClient(Client):
         return _decoded(self.service.peek(queue, limit))
 
     def get_message(self, queue: str, id: int) -> models.Message:
-        check_range("id", id, 1)
+        check_range("id", id, 1, models.MAX_ID)
         return _decoded([self.service.get_message(queue, id)])[0]
 
     def remove_message(self, queue: str, id: int) -> None:
-        check_range("id", id, 1)
+        check_range("id", id, 1, models.MAX_ID)
         self.service.remove_message(queue, id)
 
     def purge(self, queue: str) -> int:
@@ -146,6 +149,8 @@ class LocalClient(Client):
     def dlq_list(
         self, queue: str, *, limit: int = 100, after_id: int | None = None
     ) -> list[models.Message]:
+        if after_id is not None:  # the service checks only the lower bound
+            check_range("after_id", after_id, 0, models.MAX_ID)
         return _decoded(self.service.dlq_list(queue, limit, after_id))
 
     def dlq_requeue(self, queue: str, ids: Iterable[int] | None = None) -> int:

@@ -173,33 +173,35 @@ def test_ids_beyond_64_bits_in_a_path_or_query_are_validation_errors(
     assert error["details"][0]["field"] in ("id", "after_id")
 
 
-BODY_INT_BUG = pytest.mark.xfail(
-    strict=True,
-    reason="known bug: integers beyond 64 bits in a request body reach SQLite and fail with "
-    "OverflowError (500); sqew.models.MessageId and NonNegInt need le=2**63-1",
-)
-
-
-@pytest.mark.parametrize(("method", "path", "body"), [
-    pytest.param("POST", "/queues/q/ack", {"id": BIG, "token": "t"}, marks=BODY_INT_BUG),
-    pytest.param("POST", "/queues/q/ack", {"acks": [{"id": BIG, "token": "t"}]},
-                 marks=BODY_INT_BUG),
-    pytest.param("POST", "/queues/q/nack", {"id": BIG, "token": "t"}, marks=BODY_INT_BUG),
-    pytest.param("POST", "/queues/q/nack", {"nacks": [{"id": BIG, "token": "t"}]},
-                 marks=BODY_INT_BUG),
-    pytest.param("POST", "/queues/q/extend-lease", {"id": BIG, "token": "t", "ms": 1},
-                 marks=BODY_INT_BUG),
-    pytest.param("POST", "/queues/q/dlq/requeue", {"ids": [BIG]}, marks=BODY_INT_BUG),
-    pytest.param("POST", "/queues", {"name": "huge", "max_depth": BIG}, marks=BODY_INT_BUG),
-    pytest.param("PATCH", "/queues/q", {"max_depth": 2**63}, marks=BODY_INT_BUG),
+@pytest.mark.parametrize(("method", "path", "body", "field"), [
+    ("POST", "/queues/q/ack", {"id": BIG, "token": "t"}, "id"),
+    ("POST", "/queues/q/ack", {"acks": [{"id": BIG, "token": "t"}]}, "acks[0].id"),
+    ("POST", "/queues/q/nack", {"id": BIG, "token": "t"}, "id"),
+    ("POST", "/queues/q/nack", {"nacks": [{"id": BIG, "token": "t"}]}, "nacks[0].id"),
+    ("POST", "/queues/q/extend-lease", {"id": BIG, "token": "t", "ms": 1}, "id"),
+    ("POST", "/queues/q/dlq/requeue", {"ids": [BIG]}, "ids[0]"),
+    ("POST", "/queues", {"name": "huge", "max_depth": BIG}, "max_depth"),
+    ("PATCH", "/queues/q", {"max_depth": 2**63}, "max_depth"),
+    ("POST", "/queues/q/ack", {"id": -BIG, "token": "t"}, "id"),
 ])
-def test_integers_beyond_64_bits_in_a_body_are_refused_not_a_server_error(
-    shared: httpx.Client, queue: str, method: str, path: str, body: Any
+def test_integers_beyond_64_bits_in_a_body_are_validation_errors(
+    shared: httpx.Client, queue: str, method: str, path: str, body: Any, field: str
 ) -> None:
     http, path = shared, path.replace("/queues/q", queue)
-    response = http.request(method, path, json=body)
-    assert 400 <= response.status_code < 500, response.text
-    envelope(response, response.status_code, response.json()["error"]["code"])
+    error = envelope(http.request(method, path, json=body), 400, "ValidationError")
+    assert [d["field"] for d in error["details"]] == [field]
+    assert http.get("/queues/huge").status_code == 404
+
+
+def test_the_largest_64_bit_integers_in_a_body_are_accepted(
+    shared: httpx.Client, queue: str
+) -> None:
+    http, top = shared, 2**63 - 1
+    patched = http.patch(queue, json={"max_depth": top})
+    assert patched.status_code == 200 and patched.json()["max_depth"] == top, patched.text
+    envelope(http.post(f"{queue}/ack", json={"id": top, "token": "t"}), 404, "MessageNotFound")
+    got = http.post(f"{queue}/dlq/requeue", json={"ids": [top]})
+    assert got.status_code == 200 and got.json() == {"requeued": 0}, got.text
 
 
 # --- bodies over the server's limit, at the socket -----------------------------------------------

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, assume, settings
+from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -65,26 +65,12 @@ def prepare(http: httpx.Client) -> dict[str, Any]:
     return {"ready_id": ready["id"], "lease": {"id": lease["id"], "token": lease["token"]}}
 
 
-def _has_int_beyond_64_bits(value: Any) -> bool:
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int):
-        return abs(value) >= 2**63
-    if isinstance(value, dict):
-        return any(_has_int_beyond_64_bits(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_has_int_beyond_64_bits(v) for v in value)
-    return False
-
-
 @schema.parametrize()
 @settings(max_examples=12, deadline=None, database=None,
           suppress_health_check=list(HealthCheck))
 def test_answers_on_a_queue_with_data_match_the_document(
     case: Any, http: httpx.Client, module_server: Any
 ) -> None:
-    # Known bug, pinned in test_errors.py (strict xfail): such integers in a body are a 500.
-    assume(not _has_int_beyond_64_bits(case.body if isinstance(case.body, dict) else None))
     state = prepare(http)
     if "q" in case.path_parameters:
         case.path_parameters = {**case.path_parameters, "q": QUEUE}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
-MAX_ID = 2**63 - 1
+from sqew import models
+
+MAX_ID = models.MAX_ID
 """The largest message id a database can hold (a signed 64-bit integer): larger ids in a path
 or query are a ValidationError, not a failed conversion inside the database driver."""
