@@ -296,10 +296,13 @@ class SqliteWriteSession(WriteSession):
             self._unlock()
 
     def close(self) -> None:
+        if self._fd < 0:
+            return
         with contextlib.suppress(sqlite3.Error, errors.SqewError):
             self.rollback()
         self._conn.close()
         os.close(self._fd)
+        self._fd = -1
 
 
 def _check_path(path: Path) -> None:

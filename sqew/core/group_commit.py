@@ -54,6 +54,8 @@ class GroupCommitter:
         on_commit: Callable[[], None] | None = None,
     ) -> None:
         self._session: WriteSession = backend.write_session()
+        self.loop = loop
+        """The loop the groups run on."""
         self._loop = loop
         self._on_commit = on_commit
         self._pending: list[tuple[Op, AnyFuture, bool]] = []

@@ -7,6 +7,7 @@ as one backend transaction. Transports (CLI, REST, SQS) call it and only render 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 import threading
@@ -18,9 +19,10 @@ import msgspec
 
 from sqew import errors, models
 from sqew.backends.base import Backend, NewMessage, QueueRow, Tx
-from sqew.core import rules, views
+from sqew.core import merge, rules, views
 from sqew.core.clock import Clock, system_clock
 from sqew.core.group_commit import GroupCommitter
+from sqew.core.merge import MergedEnqueue
 from sqew.core.waker import Waker
 
 _encode = msgspec.json.encode
@@ -75,6 +77,7 @@ class QueueService:
             GroupCommitter(backend, commit_loop, on_commit=self.waker.notify)
             if commit_loop is not None else None
         )
+        self._merging: dict[str, MergedEnqueue] = {}  # queue → plain enqueues awaiting a group
 
     # --- helpers --------------------------------------------------------------------------------
     def _write(self, op: Callable[[Tx], T], *, notify: bool = False) -> T:
@@ -184,17 +187,75 @@ class QueueService:
         """``enqueue`` for a caller on the commit loop: a future of its committed result.
 
         The operation joins the next group's transaction; nothing waits in the meantime.
+        Enqueues without idempotency keys to one queue are merged into one write per group
+        (``sqew.core.merge``).
         """
-        return self._write_soon(self._enqueue_op(queue, messages), notify=True)
+        _check_batch_size(messages)
+        if self._committer is None or any(m.idempotency_key is not None for m in messages):
+            return self._write_soon(self._enqueue_op(queue, messages), notify=True)
+        merged = self._merging.get(queue)
+        if merged is None:
+            merged = MergedEnqueue(queue, self._committer.loop)
+            future = self._write_soon(functools.partial(self._merged_enqueue, merged), notify=True)
+            future.add_done_callback(merged.settle)
+            self._merging[queue] = merged
+        return merged.add(messages, self.clock())
+
+    def _merged_enqueue(self, merged: MergedEnqueue, tx: Tx) -> list[merge.Outcome]:
+        """The write of a ``MergedEnqueue``: one reservation and one insert for every part.
+
+        May run twice (the group commit re-runs a failed group with savepoints): the parts are
+        sealed on the first run.
+        """
+        if not merged.sealed:
+            merged.sealed = True
+            if self._merging.get(merged.queue) is merged:
+                del self._merging[merged.queue]
+        parts = merged.parts
+        total = sum(len(messages) for messages, _, _ in parts)
+        q = tx.reserve(merged.queue, total)
+        if q is None:
+            raise errors.QueueNotFound(f"queue '{merged.queue}' does not exist")
+        outcomes: list[merge.Outcome] = []
+        if q.max_depth or q.rate_limit_per_s:  # quotas admit request by request, in order
+            tx.add_counters(q.id, depth=-total, enqueued_total=-total)
+            for messages, now, _ in parts:
+                try:
+                    with tx.savepoint():
+                        current = self._queue(tx, merged.queue)
+                        outcomes.append((True, self._enqueue_in(tx, current, messages, now, False)))
+                except errors.SqewError as exc:
+                    outcomes.append((False, exc))
+            return outcomes
+        rows: list[NewMessage] = []
+        spans: list[tuple[int, int] | None] = []
+        for messages, now, _ in parts:
+            try:
+                part = [_row(q, m, i, now) for i, m in enumerate(messages)]
+            except errors.SqewError as exc:
+                outcomes.append((False, exc))
+                spans.append(None)
+                continue
+            outcomes.append((True, None))
+            spans.append((len(rows), len(part)))
+            rows.extend(part)
+        if len(rows) < total:
+            missing = total - len(rows)
+            tx.add_counters(q.id, depth=-missing, enqueued_total=-missing)
+        ids = tx.insert_messages(rows) if rows else []
+        for index, span in enumerate(spans):
+            if span is not None:
+                start, count = span
+                outcomes[index] = (
+                    True, [models.EnqueueResult(i, False) for i in ids[start:start + count]]
+                )
+        return outcomes
 
     def _enqueue_op(
         self, queue: str, messages: Sequence[models.MessageIn]
     ) -> Callable[[Tx], list[models.EnqueueResult]]:
         """The write that enqueues ``messages`` (validated here, before it is queued)."""
-        if not 1 <= len(messages) <= models.MAX_BATCH_ENQUEUE:
-            raise errors.ValidationError(
-                f"a batch holds 1 to {models.MAX_BATCH_ENQUEUE} messages"
-            )
+        _check_batch_size(messages)
         now = self.clock()
         keyed = any(m.idempotency_key is not None for m in messages)
 
@@ -222,15 +283,7 @@ class QueueService:
         slots: list[int | str] = []  # per input: index into rows, or the dedup key
         seen: dict[str, int] = {}  # key → index into rows (first of the batch)
         known: dict[str, int] = {}  # key → stored message id
-        # Locals: this loop runs once per message of every batch.
-        qid, lifo, retention, max_bytes = q.id, q.lifo, q.retention_ms, q.max_payload_bytes
         for i, m in enumerate(messages):
-            payload = bytes(m.payload)
-            if len(payload) > max_bytes:
-                raise errors.PayloadTooLarge(
-                    f"message {i}: payload is {len(payload)} bytes; queue '{q.name}' allows "
-                    f"{max_bytes}"
-                )
             key = m.idempotency_key
             if key is not None:
                 if key in seen or key in known:
@@ -242,20 +295,8 @@ class QueueService:
                     slots.append(key)
                     continue
                 seen[key] = len(rows)
-            ttl = m.ttl_ms if m.ttl_ms is not None else retention
-            delay = m.delay_ms
-            if delay > retention:
-                raise errors.ValidationError(
-                    f"message {i}: delay_ms must not exceed the queue's retention_ms "
-                    f"({retention})",
-                    details=[{"field": "delay_ms", "index": i}],
-                )
             slots.append(len(rows))
-            rows.append((
-                qid, payload.decode(), m.priority,
-                _encode(m.attributes).decode() if m.attributes else None,
-                now, now + delay, now + ttl, lifo,
-            ))
+            rows.append(_row(q, m, i, now))
         if rows:
             self._admit(tx, q, len(rows), q.depth - len(rows) if reserved else q.depth, now)
             ids = tx.insert_messages(rows)
@@ -604,6 +645,33 @@ class QueueService:
         if self._committer is not None:
             await self._committer.aclose()
         self.backend.close()
+
+
+def _check_batch_size(messages: Sequence[models.MessageIn]) -> None:
+    if not 1 <= len(messages) <= models.MAX_BATCH_ENQUEUE:
+        raise errors.ValidationError(f"a batch holds 1 to {models.MAX_BATCH_ENQUEUE} messages")
+
+
+def _row(q: QueueRow, m: models.MessageIn, index: int, now: int) -> NewMessage:
+    """The row of message ``index`` of an enqueue into ``q``, checked against its limits."""
+    payload = bytes(m.payload)
+    if len(payload) > q.max_payload_bytes:
+        raise errors.PayloadTooLarge(
+            f"message {index}: payload is {len(payload)} bytes; queue '{q.name}' allows "
+            f"{q.max_payload_bytes}"
+        )
+    retention = q.retention_ms
+    if m.delay_ms > retention:
+        raise errors.ValidationError(
+            f"message {index}: delay_ms must not exceed the queue's retention_ms ({retention})",
+            details=[{"field": "delay_ms", "index": index}],
+        )
+    ttl = m.ttl_ms if m.ttl_ms is not None else retention
+    return (
+        q.id, payload.decode(), m.priority,
+        _encode(m.attributes).decode() if m.attributes else None,
+        now, now + m.delay_ms, now + ttl, q.lifo,
+    )
 
 
 def _log_reap_failure(future: asyncio.Future[int]) -> None:

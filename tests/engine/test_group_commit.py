@@ -1,0 +1,164 @@
+"""The server's group commit, driven in-process: requests submitted on one loop turn share one
+transaction, merged plain enqueues stay separate requests, and every success is committed."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+import pytest
+
+import sqew
+from sqew import errors, models
+from sqew.backends import open_backend
+from sqew.core.service import QueueService
+
+T = TypeVar("T")
+
+
+def msg(payload: Any, **fields: Any) -> models.MessageIn:
+    return models.MessageIn(payload=msgspec.Raw(msgspec.json.encode(payload)), **fields)
+
+
+def on_loop(
+    db: Path, body: Callable[[QueueService], Awaitable[T]], sql: list[str] | None = None
+) -> T:
+    """Run ``body`` with a service whose group commit runs on a fresh event loop (every SQL
+    statement it runs is appended to ``sql``)."""
+
+    async def main() -> T:
+        trace = sql.append if sql is not None else None
+        service = QueueService(open_backend(db, trace=trace),
+                               commit_loop=asyncio.get_running_loop())
+        try:
+            return await body(service)
+        finally:
+            await service.aclose()
+
+    return asyncio.run(main())
+
+
+async def settle(futures: list[asyncio.Future[Any]]) -> list[Any]:
+    """Each future's result, or its exception's SPEC code."""
+    out: list[Any] = []
+    for f in await asyncio.gather(*futures, return_exceptions=True):
+        out.append(f.code if isinstance(f, errors.SqewError) else f)
+    return out
+
+
+def commits(db: Path, body: Callable[[QueueService], Awaitable[T]]) -> tuple[T, int]:
+    """``on_loop(db, body)`` and how many transactions it committed."""
+    sql: list[str] = []
+    result = on_loop(db, body, sql)
+    return result, sum(1 for s in sql if s.strip().upper() == "COMMIT")
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "g.db"
+    with sqew.Client(str(path)) as c:
+        c.create_queue("q", max_payload_bytes=100)
+        c.create_queue("capped", max_depth=5)
+    return path
+
+
+def test_concurrent_plain_enqueues_share_one_commit_and_fail_alone(db: Path) -> None:
+    async def body(s: QueueService) -> list[Any]:
+        futures = []
+        for i in range(30):
+            if i % 10 == 3:
+                futures.append(s.enqueue_soon("q", [msg("x" * 200)]))  # too large
+            elif i % 10 == 7:
+                futures.append(s.enqueue_soon("q", [msg(i), msg("x" * 200)]))  # batch fails whole
+            elif i % 10 == 9:
+                futures.append(s.enqueue_soon("nope", [msg(i)]))
+            else:
+                futures.append(s.enqueue_soon("q", [msg(i), msg(i)] if i % 2 else [msg(i)]))
+        return await settle(futures)
+
+    outcomes, writes = commits(db, body)
+    assert writes == 1  # one group: one transaction for all 30 requests
+    ids: list[int] = []
+    for i, got in enumerate(outcomes):
+        if i % 10 in (3, 7):
+            assert got == "PayloadTooLarge"
+        elif i % 10 == 9:
+            assert got == "QueueNotFound"
+        else:
+            assert [r.duplicate for r in got] == [False] * (2 if i % 2 else 1)
+            ids += [r.message_id for r in got]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)  # in request order, unique
+    with sqew.Client(str(db)) as c:
+        stats = c.stats("q")
+        assert stats.ready == stats.enqueued_total == len(ids)
+        stored = [m.id for m in c.peek("q", limit=100)]
+        assert sorted(stored) == ids
+
+
+def test_merged_enqueues_respect_max_depth_request_by_request(db: Path) -> None:
+    async def body(s: QueueService) -> list[Any]:
+        sizes = [2, 2, 2, 1, 3]  # 2+2 fit, the third would reach 6 > 5, then 1 fits, 3 not
+        return await settle([s.enqueue_soon("capped", [msg(n)] * n) for n in sizes])
+
+    outcomes, _ = commits(db, body)
+    assert [o if isinstance(o, str) else len(o) for o in outcomes] == [
+        2, 2, "QueueFull", 1, "QueueFull"]
+    with sqew.Client(str(db)) as c:
+        stats = c.stats("capped")
+        assert stats.ready == stats.enqueued_total == 5
+
+
+def test_keyed_enqueues_and_other_writes_join_the_same_group(db: Path) -> None:
+    async def body(s: QueueService) -> list[Any]:
+        return await settle([
+            s.enqueue_soon("q", [msg(1, idempotency_key="k")]),
+            s.enqueue_soon("q", [msg(2)]),
+            s.enqueue_soon("q", [msg(3, idempotency_key="k")]),
+            s.poll_soon("q", batch=10),
+        ])
+
+    (first, plain, dup, polled), writes = commits(db, body)
+    assert writes == 1
+    assert first[0].duplicate is False and dup[0].duplicate is True
+    assert dup[0].message_id == first[0].message_id
+    # The poll was submitted last but may see the merged plain enqueue (it joined the group
+    # at its first request's place); it never sees more than the group wrote.
+    assert {m.id for m in polled} <= {first[0].message_id, plain[0].message_id}
+
+
+def test_a_blocking_caller_on_another_thread_joins_the_loops_groups(db: Path) -> None:
+    async def body(s: QueueService) -> list[models.EnqueueResult]:
+        loop = asyncio.get_running_loop()
+        # Long polls, nacks and the reaper call the service from worker threads.
+        return await loop.run_in_executor(None, s.enqueue, "q", [msg("from a thread")])
+
+    (result,), writes = commits(db, body)
+    assert writes == 1 and result.duplicate is False
+    with sqew.Client(str(db)) as c:
+        assert c.get_message("q", result.message_id).payload == "from a thread"
+
+
+def test_pending_writes_finish_before_close_and_later_ones_are_refused(db: Path) -> None:
+    async def body(s: QueueService) -> tuple[list[Any], str]:
+        futures = [s.enqueue_soon("q", [msg(i)]) for i in range(5)]
+        closing = asyncio.ensure_future(s.aclose())
+        await asyncio.sleep(0)
+        try:
+            s.enqueue_soon("q", [msg("late")])
+            late = "accepted"
+        except errors.Unavailable:
+            late = "Unavailable"
+        await closing
+        return await settle(futures), late
+
+    async def run(s: QueueService) -> tuple[list[Any], str]:
+        return await body(s)
+
+    (outcomes, late), _ = commits(db, run)
+    assert all(isinstance(o, list) for o in outcomes)
+    assert late == "Unavailable"
+    with sqew.Client(str(db)) as c:
+        assert c.stats("q").ready == 5
