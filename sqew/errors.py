@@ -81,6 +81,11 @@ class QueueNotFound(SqewError):
     status = 404
 
 
+def queue_not_found(name: str) -> QueueNotFound:
+    """The error for a queue ``name`` that does not exist, in the one wording every layer uses."""
+    return QueueNotFound(f"queue '{name}' does not exist")
+
+
 class MessageNotFound(SqewError):
     """No such message."""
 

@@ -104,6 +104,14 @@ class HttpClient(Client):
 
     @staticmethod
     def _q(name: str) -> str:
+        """``name`` as one segment of a URL path.
+
+        Percent-encoding keeps any name one segment, except that servers decode ``%2F`` before
+        routing and HTTP clients resolve ``.``/``..`` segments: such a name would reach another
+        endpoint. None of them can name a queue, so they get the answer a local client gives.
+        """
+        if "/" in name or name in ("", ".", ".."):
+            raise errors.queue_not_found(name)
         return quote(name, safe="")
 
     # --- queues ---------------------------------------------------------------------------------

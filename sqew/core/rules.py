@@ -40,6 +40,19 @@ def check_backoff(base_ms: int, max_ms: int) -> None:
         )
 
 
+def range_error(name: str, low: int, high: int | None = None) -> errors.ValidationError:
+    """The error for an integer parameter ``name`` outside ``low``…``high`` (or not an integer).
+
+    The wording of ``QueueService``'s own range checks, so a bad query or path parameter reads
+    the same from a server as from a local client.
+    """
+    bound = f"between {low} and {high}" if high is not None else f">= {low}"
+    return errors.ValidationError(
+        f"{name} must be an integer {bound}",
+        details=[{"field": name, "message": f"must be an integer {bound}"}],
+    )
+
+
 HMAC_SECRET_MIN_BYTES = 16
 
 

@@ -23,6 +23,7 @@ from litestar.exceptions import (
 from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 
 from sqew import errors
+from sqew.core import rules
 
 log = logging.getLogger("sqew.server")
 _encode = msgspec.json.Encoder().encode
@@ -68,22 +69,54 @@ def _from_http(
         limit = request.route_handler.resolve_request_max_body_size()
         return errors.PayloadTooLarge(f"the request body exceeds {limit} bytes"), {}
     if isinstance(exc, ValidationException):
-        return _validation(exc), {}
+        return _validation(request, exc), {}
     if exc.status_code < 500:
         cls = _BY_STATUS.get(exc.status_code, errors.InvalidRequest)
         return cls(str(exc.detail)), {}
     return _internal(request, exc)
 
 
-def _validation(exc: ValidationException) -> errors.SqewError:
-    """Litestar's parameter validation (query, path, header) as a ValidationError."""
+def _validation(request: Request[Any, Any, Any], exc: ValidationException) -> errors.SqewError:
+    """Litestar's parameter validation (query, path, header) as a ValidationError.
+
+    An integer parameter out of its range (or not an integer) is worded as the service words
+    its own range checks ("batch must be an integer between 1 and 100"), so the error is the
+    same whether a client talks to a server or to a database file.
+    """
+    bounds = _integer_bounds(request)
+    sentences: list[str] = []
     details: list[dict[str, Any]] = []
     for item in exc.extra if isinstance(exc.extra, list) else []:
-        if isinstance(item, dict):
-            details.append({"field": item.get("key", "$"), "message": item.get("message", ""),
-                            **({"in": item["source"]} if "source" in item else {})})
-    text = "; ".join(f"{d['field']}: {d['message']}" for d in details) or str(exc.detail)
-    return errors.ValidationError(f"invalid request parameters: {text}", details=details or None)
+        if not isinstance(item, dict):
+            continue
+        field = str(item.get("key", "$"))
+        where = {"in": item["source"]} if "source" in item else {}
+        if field in bounds:
+            error = rules.range_error(field, *bounds[field])
+            sentences.append(error.message)
+            details.extend({**d, **where} for d in error.details or [])
+        else:
+            message = str(item.get("message", ""))
+            sentences.append(f"{field}: {message}")
+            details.append({"field": field, "message": message, **where})
+    text = "; ".join(sentences) or str(exc.detail)
+    return errors.ValidationError(text, details=details or None)
+
+
+def _integer_bounds(request: Request[Any, Any, Any]) -> dict[str, tuple[int, int | None]]:
+    """``{parameter: (ge, le)}`` of the integer parameters of the request's route handler."""
+    handler = request.scope.get("route_handler")
+    if handler is None:
+        return {}
+    out: dict[str, tuple[int, int | None]] = {}
+    for name, field in handler.parsed_fn_signature.parameters.items():
+        kwarg = field.kwarg_definition
+        low, high = getattr(kwarg, "ge", None), getattr(kwarg, "le", None)
+        if isinstance(low, int) and (high is None or isinstance(high, int)) and (
+            field.is_subclass_of(int) or field.has_inner_subclass_of(int)
+        ):
+            out[name] = (low, high)
+    return out
 
 
 def _internal(

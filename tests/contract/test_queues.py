@@ -282,3 +282,19 @@ def test_hmac_secret_is_never_returned(client: sqew.Client) -> None:
         text = msgspec.json.encode(q).decode()
         assert "hmac_secret" not in text and secret not in text
     assert set(SETTINGS) <= set(msgspec.structs.asdict(shown[0]))
+
+
+@pytest.mark.parametrize("name", ["q/x", "q/stats", "/", ".", "..", ""])
+def test_a_name_that_is_no_path_segment_names_no_queue(client: sqew.Client, name: str) -> None:
+    # Over HTTP such a name would reach another endpoint (a '/' or a dot segment): the client
+    # refuses it with the answer of a local client rather than call that endpoint.
+    client.create_queue("q")
+    client.enqueue("q", 1)
+    calls = [lambda: client.get_queue(name), lambda: client.stats(name),
+             lambda: client.peek(name), lambda: client.delete_queue(name),
+             lambda: client.purge(name), lambda: client.enqueue(name, 1)]
+    for call in calls:
+        with pytest.raises(errors.QueueNotFound) as caught:
+            call()
+        assert caught.value.message == f"queue '{name}' does not exist"
+    assert client.stats("q").ready == 1

@@ -74,13 +74,29 @@ def test_empty_body_where_one_is_needed(http: httpx.Client, method: str, path: s
     envelope(http.request(method, path, content=b""), 400, "InvalidRequest")
 
 
-@pytest.mark.parametrize("query", [
-    {"batch": 0}, {"batch": 101}, {"batch": "x"}, {"wait_ms": 20001}, {"wait_ms": -1},
-    {"visibility_ms": -1},
+@pytest.mark.parametrize(("query", "bound"), [
+    ({"batch": 0}, "between 1 and 100"), ({"batch": 101}, "between 1 and 100"),
+    ({"batch": "x"}, "between 1 and 100"), ({"wait_ms": 20001}, "between 0 and 20000"),
+    ({"wait_ms": -1}, "between 0 and 20000"), ({"visibility_ms": -1}, "between 0 and 43200000"),
 ])
-def test_poll_parameters_out_of_range(http: httpx.Client, query: dict[str, Any]) -> None:
+def test_poll_parameters_out_of_range(
+    http: httpx.Client, query: dict[str, Any], bound: str
+) -> None:
+    # Worded as the service words its own range checks, so a local client says the same.
     error = envelope(http.post("/queues/q/poll", params=query), 400, "ValidationError")
-    assert error.get("details")
+    (name,) = query
+    assert error["message"] == f"{name} must be an integer {bound}"
+    assert error["details"] == [
+        {"field": name, "message": f"must be an integer {bound}", "in": "query"}
+    ]
+
+
+def test_several_bad_parameters_are_all_named(http: httpx.Client) -> None:
+    error = envelope(http.post("/queues/q/poll", params={"batch": 0, "wait_ms": "x"}), 400,
+                     "ValidationError")
+    assert error["message"] == ("batch must be an integer between 1 and 100; "
+                                "wait_ms must be an integer between 0 and 20000")
+    assert [d["field"] for d in error["details"]] == ["batch", "wait_ms"]
 
 
 def test_other_parameters_out_of_range(http: httpx.Client) -> None:
