@@ -22,8 +22,8 @@ RANGES: list[tuple[str, Any, Any, Any, Any]] = [
     ("retention_ms", 60_000, 1_209_600_000, 59_999, 1_209_600_001),
     ("dedup_window_ms", 1000, 604_800_000, 999, 604_800_001),
     ("max_payload_bytes", 1, 1_048_576, 0, 1_048_577),
-    ("max_depth", 0, 10**12, -1, None),
-    ("rate_limit_per_s", 0, 1_000_000, -1, None),
+    ("max_depth", 0, 2**63 - 1, -1, 2**63),  # a signed 64-bit column
+    ("rate_limit_per_s", 0, 1_000_000, -1, float("inf")),
 ]
 
 # settings that a valid value of another setting needs alongside (base ≤ max)
