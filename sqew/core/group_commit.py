@@ -33,6 +33,8 @@ MAX_GROUP = 512
 
 Op = Callable[[Tx], Any]
 AnyFuture = asyncio.Future[Any] | concurrent.futures.Future[Any]
+Item = tuple[Op, AnyFuture, tuple[str, ...]]
+"""A pending operation: the write, its caller's future, the queues to notify."""
 log = logging.getLogger("sqew.writer")
 
 
@@ -42,8 +44,8 @@ class GroupCommitter:
     Args:
         backend: the database; the committer takes a dedicated write session of it.
         loop: the event loop the groups run on (the server's).
-        on_commit: called on the loop after a group that held a ``notify`` operation committed
-            (the service wakes its long polls there).
+        on_commit: called on the loop with the queues named by the ``notify`` of a group's
+            operations once that group committed (the service wakes their long polls).
     """
 
     def __init__(
@@ -51,24 +53,26 @@ class GroupCommitter:
         backend: Backend,
         loop: asyncio.AbstractEventLoop,
         *,
-        on_commit: Callable[[], None] | None = None,
+        on_commit: Callable[[set[str]], None] | None = None,
     ) -> None:
         self._session: WriteSession = backend.write_session()
         self.loop = loop
         """The loop the groups run on."""
         self._loop = loop
         self._on_commit = on_commit
-        self._pending: list[tuple[Op, AnyFuture, bool]] = []
+        self._pending: list[tuple[Op, AnyFuture, tuple[str, ...]]] = []
         self._drain: asyncio.Task[None] | None = None
         self._waits = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sqew-writer")
         self._closed = False
 
     # --- submitting -----------------------------------------------------------------------------
-    def submit(self, fn: Callable[[Tx], T], *, notify: bool = False) -> asyncio.Future[T]:
+    def submit(
+        self, fn: Callable[[Tx], T], *, notify: tuple[str, ...] = ()
+    ) -> asyncio.Future[T]:
         """Queue ``fn`` for the next group; call on the loop. Resolves after the commit.
 
-        ``notify``: call ``on_commit`` once the group committed (the write may have made
-        messages ready).
+        ``notify``: queues to pass to ``on_commit`` once the group committed (the write may
+        have made messages of them ready).
         """
         if self._closed:
             raise errors.Unavailable("the service is shutting down")
@@ -76,7 +80,7 @@ class GroupCommitter:
         self._add(fn, future, notify)
         return future
 
-    def run(self, fn: Callable[[Tx], T], *, notify: bool = False) -> T:
+    def run(self, fn: Callable[[Tx], T], *, notify: tuple[str, ...] = ()) -> T:
         """Submit ``fn`` from another thread and wait for its committed result (or error)."""
         if self._closed:
             raise errors.Unavailable("the service is shutting down")
@@ -93,7 +97,7 @@ class GroupCommitter:
             raise errors.Unavailable("the service is shutting down") from None
         return future.result()
 
-    def _add(self, fn: Op, future: AnyFuture, notify: bool) -> None:
+    def _add(self, fn: Op, future: AnyFuture, notify: tuple[str, ...]) -> None:
         if self._closed and self._drain is None:
             future.set_exception(errors.Unavailable("the service is shutting down"))
             return
@@ -131,7 +135,7 @@ class GroupCommitter:
         else:
             self._session.commit()
 
-    async def _commit(self, group: list[tuple[Op, AnyFuture, bool]]) -> None:
+    async def _commit(self, group: list[Item]) -> None:
         if not group:
             return
         # Optimistic first: the whole group in one transaction without savepoints (two fewer
@@ -159,7 +163,7 @@ class GroupCommitter:
             return
         self._resolve(group, [(True, value) for value in results])
 
-    async def _commit_isolated(self, group: list[tuple[Op, AnyFuture, bool]]) -> None:
+    async def _commit_isolated(self, group: list[Item]) -> None:
         """Run the group again, each operation in a savepoint: one failure fails only itself."""
         outcomes: list[tuple[bool, Any]] = []
         try:
@@ -186,11 +190,11 @@ class GroupCommitter:
             return
         self._resolve(group, outcomes)
 
-    def _resolve(self, group: list[tuple[Op, AnyFuture, bool]], outcomes: list[tuple[bool, Any]]
-                 ) -> None:
-        notify = False
-        for (_, future, wants), (ok, value) in zip(group, outcomes, strict=True):
-            notify = notify or (ok and wants)
+    def _resolve(self, group: list[Item], outcomes: list[tuple[bool, Any]]) -> None:
+        notify: set[str] = set()
+        for (_, future, queues), (ok, value) in zip(group, outcomes, strict=True):
+            if ok and queues:
+                notify.update(queues)
             if future.done():  # an awaiting request was cancelled meanwhile
                 continue
             if ok:
@@ -198,7 +202,7 @@ class GroupCommitter:
             else:
                 future.set_exception(value)
         if notify and self._on_commit is not None:
-            self._on_commit()
+            self._on_commit(notify)
 
 
 def _claim(future: AnyFuture) -> bool:
@@ -208,7 +212,7 @@ def _claim(future: AnyFuture) -> bool:
     return not future.done()
 
 
-def _fail(group: list[tuple[Op, AnyFuture, bool]], exc: BaseException) -> None:
+def _fail(group: list[Item], exc: BaseException) -> None:
     if isinstance(exc, errors.SqewError) and not isinstance(exc, errors.InternalError):
         err: errors.SqewError = exc
     else:

@@ -80,7 +80,7 @@ class QueueService:
         self._merging: dict[str, MergedEnqueue] = {}  # queue → plain enqueues awaiting a group
 
     # --- helpers --------------------------------------------------------------------------------
-    def _write(self, op: Callable[[Tx], T], *, notify: bool = False) -> T:
+    def _write(self, op: Callable[[Tx], T], *, notify: tuple[str, ...] = ()) -> T:
         """Run a hot-path write: in the shared group commit when on, else its own transaction.
 
         With group commit, call it from a thread other than the loop's (it waits).
@@ -90,13 +90,15 @@ class QueueService:
         with self.backend.write() as tx:
             result = op(tx)
         if notify:
-            self.waker.notify()
+            self.waker.notify(notify)
         return result
 
-    def _write_soon(self, op: Callable[[Tx], T], *, notify: bool = False) -> asyncio.Future[T]:
+    def _write_soon(
+        self, op: Callable[[Tx], T], *, notify: tuple[str, ...] = ()
+    ) -> asyncio.Future[T]:
         """``_write`` for a caller on the commit loop: a future of the committed result.
 
-        ``notify`` wakes long polls once it committed.
+        ``notify``: queues whose long polls to wake once it committed.
         """
         if self._committer is None:
             raise RuntimeError("the *_soon methods need a commit_loop")
@@ -172,14 +174,14 @@ class QueueService:
                     f"'{name}' is a dead-letter queue; it is removed with its queue"
                 )
             tx.delete_queue(row.id)
-        self.waker.notify()
+        self.waker.notify((name, rules.dlq_name(name)))  # their waiters see QueueNotFound
 
     # --- enqueue --------------------------------------------------------------------------------
     def enqueue(
         self, queue: str, messages: Sequence[models.MessageIn]
     ) -> list[models.EnqueueResult]:
         """Enqueue messages all-or-nothing; duplicates (idempotency) return the first id."""
-        return self._write(self._enqueue_op(queue, messages), notify=True)
+        return self._write(self._enqueue_op(queue, messages), notify=(queue,))
 
     def enqueue_soon(
         self, queue: str, messages: Sequence[models.MessageIn]
@@ -192,11 +194,13 @@ class QueueService:
         """
         _check_batch_size(messages)
         if self._committer is None or any(m.idempotency_key is not None for m in messages):
-            return self._write_soon(self._enqueue_op(queue, messages), notify=True)
+            return self._write_soon(self._enqueue_op(queue, messages), notify=(queue,))
         merged = self._merging.get(queue)
         if merged is None:
             merged = MergedEnqueue(queue, self._committer.loop)
-            future = self._write_soon(functools.partial(self._merged_enqueue, merged), notify=True)
+            future = self._write_soon(
+                functools.partial(self._merged_enqueue, merged), notify=(queue,)
+            )
             future.add_done_callback(merged.settle)
             self._merging[queue] = merged
         return merged.add(messages, self.clock())
@@ -351,7 +355,7 @@ class QueueService:
         self._maybe_reap()
         deadline = time.monotonic() + wait_ms / 1000
         while True:
-            generation = self.waker.generation
+            generation = self.waker.generation(queue)
             marker = self.backend.change_marker() if wait_ms else None
             got, due = self._claim(queue, batch, visibility_ms, want_due=wait_ms > 0)
             remaining = deadline - time.monotonic()
@@ -360,22 +364,45 @@ class QueueService:
             until = deadline
             if due is not None:
                 until = min(until, time.monotonic() + max(due - self.clock(), 0) / 1000)
-            self._sleep(generation, marker, until, cancel)
+            self._sleep(queue, generation, marker, until, cancel)
             if cancel is not None and cancel.is_set():
                 return []
 
     def _sleep(
-        self, generation: int, marker: object, until: float, cancel: threading.Event | None
+        self, queue: str, generation: int, marker: object, until: float,
+        cancel: threading.Event | None,
     ) -> None:
-        """Wait for an in-process enqueue, another process's commit, ``cancel`` or ``until``."""
+        """Wait for an in-process write that may have made messages of ``queue`` ready,
+        another process's commit, ``cancel`` or ``until``."""
         while True:
             left = until - time.monotonic()
             if left <= 0:
                 return
-            if self.waker.wait(generation, min(left, CHANGE_POLL_S)):
+            if self.waker.wait(queue, generation, min(left, CHANGE_POLL_S)):
                 return
-            if (cancel is not None and cancel.is_set()) or self.backend.change_marker() != marker:
+            if cancel is not None and cancel.is_set():
                 return
+            current = self.backend.change_marker()
+            if current != marker:
+                # Some connection committed: another process, or this one's other writes
+                # (which the waker already reports per queue). A read tells whether a claim
+                # (a write) is worth it.
+                ready, due = self._look(queue)
+                if ready:
+                    return
+                marker = current
+                if due is not None:  # a message it added is due before the wait ends
+                    until = min(until, time.monotonic() + max(due - self.clock(), 0) / 1000)
+
+    def _look(self, queue: str) -> tuple[bool, int | None]:
+        """Whether a claim on ``queue`` is worth it now (a message is ready, or the queue is
+        gone), and else when one is due (epoch ms), by reading only."""
+        now = self.clock()
+        with self.backend.read() as tx:
+            q = tx.get_queue(queue)
+            if q is None or tx.peek(q.id, bool(q.lifo), now, 1):
+                return True, None
+            return False, tx.next_due(q.id)
 
     def poll_soon(
         self, queue: str, *, batch: int = 1, visibility_ms: int | None = None
@@ -499,7 +526,8 @@ class QueueService:
                 tx.add_counters(dlq.id, depth=dead)
             return out
 
-        return self._write(op, notify=True)
+        # Requeued messages become ready later (backoff); dead-lettered ones are ready now.
+        return self._write(op, notify=(queue, rules.dlq_name(queue)))
 
     def extend_lease(self, queue: str, msg_id: int, token: str, ms: int) -> models.LeaseExtended:
         """Heartbeat: the lease of a held message ends ``ms`` from now."""
@@ -583,7 +611,7 @@ class QueueService:
             n = tx.move_all(dlq.id, q, None if ids is None else list(ids), now)
             tx.add_counters(dlq.id, depth=-n)
             tx.add_counters(q.id, depth=n)
-        self.waker.notify()
+        self.waker.notify((queue,))
         return n
 
     def dlq_purge(self, queue: str) -> int:

@@ -1,51 +1,62 @@
-"""Wakes long polls: in-process on every commit that may make a message ready."""
+"""Wakes long polls: in-process, on every commit that may make messages of their queue ready."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 
 
 class Waker:
-    """A generation counter with a condition: waiters sleep until it moves or time runs out."""
+    """Per-queue generation counters; waiters sleep until their queue's counter moves.
+
+    A commit wakes only the polls waiting on the queues it changed: waking every waiter of the
+    process would make each of them run a claim (a write) for nothing.
+    """
 
     def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._generation = 0
+        self._lock = threading.Lock()
+        self._generations: dict[str, int] = {}
+        self._conditions: dict[str, tuple[threading.Condition, list[int]]] = {}
         self._closed = False
-        self._waiting = 0
 
-    @property
-    def generation(self) -> int:
-        """The current generation; compare with a later one to see whether anything happened."""
-        return self._generation
+    def generation(self, queue: str) -> int:
+        """``queue``'s current generation; a later different value means it changed since."""
+        return self._generations.get(queue, 0)
 
-    def notify(self) -> None:
-        """Something changed: wake every waiter."""
-        self._generation += 1  # unlocked bump: a waiter re-checks it under the lock
-        if not self._waiting:
-            return
-        with self._cond:
-            self._cond.notify_all()
+    def notify(self, queues: Iterable[str]) -> None:
+        """These queues changed: wake their waiters."""
+        with self._lock:
+            for queue in queues:
+                self._generations[queue] = self._generations.get(queue, 0) + 1
+                slot = self._conditions.get(queue)
+                if slot is not None:
+                    slot[0].notify_all()
 
     def close(self) -> None:
         """Wake every waiter for good (shutdown)."""
-        with self._cond:
+        with self._lock:
             self._closed = True
-            self._generation += 1
-            self._cond.notify_all()
+            for condition, _ in self._conditions.values():
+                condition.notify_all()
 
     @property
     def closed(self) -> bool:
         """Whether ``close`` was called."""
         return self._closed
 
-    def wait(self, since: int, timeout_s: float) -> bool:
-        """Sleep until the generation differs from ``since`` or ``timeout_s``; True if it moved."""
-        with self._cond:
-            if self._generation == since and not self._closed:
-                self._waiting += 1
+    def wait(self, queue: str, since: int, timeout_s: float) -> bool:
+        """Sleep until ``queue``'s generation differs from ``since``, the waker closes or
+        ``timeout_s`` passes; True if the generation moved (or the waker closed)."""
+        with self._lock:
+            if self._generations.get(queue, 0) == since and not self._closed:
+                slot = self._conditions.get(queue)
+                if slot is None:
+                    slot = self._conditions[queue] = (threading.Condition(self._lock), [0])
+                slot[1][0] += 1
                 try:
-                    self._cond.wait(timeout_s)
+                    slot[0].wait(timeout_s)
                 finally:
-                    self._waiting -= 1
-            return self._generation != since
+                    slot[1][0] -= 1
+                    if not slot[1][0]:
+                        del self._conditions[queue]
+            return self._generations.get(queue, 0) != since or self._closed

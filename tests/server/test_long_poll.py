@@ -147,12 +147,6 @@ class Claims(logging.Handler):
             self.count += 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap: every commit wakes every waiting poll of the process, whatever its "
-    "queue, and each woken poll runs a claim (a write transaction); 20 idle waiters cut a "
-    "producer's enqueue rate on another queue to ~40 %",
-)
 def test_idle_waiters_do_not_claim_when_another_queue_is_busy(
     start_server: Callable[..., Any],
 ) -> None:
