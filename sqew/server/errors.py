@@ -67,7 +67,11 @@ def _from_http(
         )
     if isinstance(exc, RequestEntityTooLarge):
         limit = request.route_handler.resolve_request_max_body_size()
-        return errors.PayloadTooLarge(f"the request body exceeds {limit} bytes"), {}
+        # The rest of the body is still on its way: closing the connection stops the upload,
+        # where keeping it open would mean reading (and dropping) all of it first.
+        return errors.PayloadTooLarge(f"the request body exceeds {limit} bytes"), {
+            "connection": "close"
+        }
     if isinstance(exc, ValidationException):
         return _validation(request, exc), {}
     if exc.status_code < 500:
