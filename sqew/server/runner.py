@@ -2,18 +2,22 @@
 
 SIGINT/SIGTERM: stop accepting, end long polls at once (see ``app._chain_stop_signals``), let
 in-flight requests finish for up to ``graceful_timeout_s``, then close the database (the app's
-shutdown hook). ``workers > 1`` runs that many processes on one listening socket, each building
-its app from ``SQEW_*`` variables (``app_from_env``), all on the same database file.
+shutdown hook). ``workers > 1`` runs that many processes, each building its app from ``SQEW_*``
+variables (``app_from_env``), all on the same database file. On Linux every worker has a
+listening socket of its own on the one ``host:port`` (``SO_REUSEPORT``), so the kernel spreads
+connections over the workers; on one shared socket, whichever worker was in ``accept`` took
+most of them and a second worker added little.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import os
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
@@ -28,6 +32,9 @@ from sqew.server.app import create_app
 
 FACTORY = "sqew.server.app:app_from_env"
 log = logging.getLogger("sqew.server")
+# SO_REUSEPORT balances connections over the sockets of a group on Linux only (elsewhere it
+# exists with other meanings, or not at all): there the workers share one socket as before.
+BALANCED = sys.platform == "linux" and hasattr(socket, "SO_REUSEPORT")
 
 
 class _Server(uvicorn.Server):
@@ -57,20 +64,89 @@ def run(settings: Settings, *, announce: Callable[[str], None] | None = None) ->
     """
     # Open (creating or upgrading the schema) before binding: a bad database fails clearly.
     open_backend(settings.db, durability=settings.durability, upgrade=True).close()
-    sock = bind(settings.host, settings.port)
-    port = sock.getsockname()[1]
+    many = settings.workers > 1
+    if many and BALANCED:
+        sockets = bind_group(settings.host, settings.port, settings.workers)
+    else:
+        sockets = [bind(settings.host, settings.port)]
+    port = sockets[0].getsockname()[1]
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
     line = f"sqew serving on http://{host}:{port} (db: {describe_db(settings.db)})"
-    (announce or _print)(line)
+    (announce or _print)(line)  # every socket listens: connections wait for their worker
     config = uvicorn_config(settings)
     try:
-        if settings.workers > 1:
+        if many:
             os.environ.update(settings.to_env())  # the worker processes build their settings
-            Multiprocess(config, sockets=[sock]).run()
+            supervisor = (_Supervisor(config, sockets, settings.host, port) if BALANCED
+                          else Multiprocess(config, sockets=sockets))
+            supervisor.run()
+            if isinstance(supervisor, _Supervisor) and supervisor.failure is not None:
+                raise supervisor.failure
         else:
-            _Server(config).run(sockets=[sock])
+            _Server(config).run(sockets=sockets)
     finally:
-        sock.close()
+        for sock in sockets:
+            sock.close()
+
+
+class _Supervisor(Multiprocess):
+    """uvicorn's Multiprocess, except that every worker gets a listening socket of its own.
+
+    uvicorn reads ``self.sockets`` once for each worker it creates (at start, on a restart
+    after a crash, SIGHUP or SIGTTIN), so the property hands out one socket each time: one of
+    the group bound before the announcement, then a new one bound into the group. A socket is
+    passed to its worker when the worker is spawned; the supervisor then closes its own copy,
+    so a socket lives exactly as long as the worker that accepts on it (a socket left
+    listening without a worker would get its share of connections and leave them hanging).
+    """
+
+    def __init__(self, config: uvicorn.Config, sockets: list[socket.socket], host: str,
+                 port: int) -> None:
+        self._address = (host, port)
+        self._handed: list[socket.socket] = []
+        self.failure: errors.Unavailable | None = None
+        super().__init__(config, sockets=sockets)
+
+    @property
+    def sockets(self) -> list[socket.socket]:
+        sock = self._spare.pop() if self._spare else bind(*self._address, reuse_port=True)
+        self._handed.append(sock)
+        return [sock]
+
+    @sockets.setter
+    def sockets(self, sockets: list[socket.socket]) -> None:
+        self._spare = list(sockets)  # still the caller's to close (run() does)
+
+    def init_processes(self) -> None:
+        with self._handing_over():
+            super().init_processes()
+
+    def keep_subprocess_alive(self) -> None:
+        with self._handing_over():
+            super().keep_subprocess_alive()
+
+    def restart_all(self) -> None:
+        with self._handing_over():
+            super().restart_all()
+
+    def handle_ttin(self) -> None:
+        with self._handing_over():
+            super().handle_ttin()
+
+    @contextlib.contextmanager
+    def _handing_over(self) -> Iterator[None]:
+        """Close the supervisor's copies of the sockets handed to workers started meanwhile;
+        stop everything if a new worker cannot have a socket."""
+        try:
+            yield
+        except errors.Unavailable as exc:
+            log.error("%s; stopping", exc)
+            self.failure = exc
+            self.should_exit.set()
+        finally:
+            for sock in self._handed:
+                sock.close()
+            self._handed.clear()
 
 
 def uvicorn_config(settings: Settings, app: Any = None) -> uvicorn.Config:
@@ -101,28 +177,63 @@ def log_config(level: str) -> dict[str, Any]:
     return cfg
 
 
-def bind(host: str, port: int) -> socket.socket:
+def bind(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
     """A listening TCP socket on ``host:port`` (port 0 picks a free one).
+
+    Args:
+        host: the interface.
+        port: the port, or 0.
+        reuse_port: join the ``SO_REUSEPORT`` group on ``host:port`` (see ``bind_group``).
 
     Raises:
         sqew.errors.Unavailable: the address cannot be bound (in use, not local, …).
     """
+    sock = _bound(host, port, reuse_port=reuse_port)
+    # Listen now: the "serving on" line may be printed (and acted on) before uvicorn takes the
+    # socket over; connections made meanwhile wait in the backlog instead of being refused.
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def bind_group(host: str, port: int, count: int) -> list[socket.socket]:
+    """``count`` listening sockets on one ``host:port`` (port 0 picks a free one), one per
+    worker: with ``SO_REUSEPORT`` the kernel spreads new connections over them by hash.
+
+    Raises:
+        sqew.errors.Unavailable: the address cannot be bound (in use, not local, …).
+    """
+    # A plain bind first: it fails if anything holds the port, even another process's
+    # SO_REUSEPORT group (which the group's own binds would silently join), and picks port 0.
+    probe = _bound(host, port, reuse_port=False)
+    port = probe.getsockname()[1]
+    probe.close()
+    sockets: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            sockets.append(bind(host, port, reuse_port=True))
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
+
+
+def _bound(host: str, port: int, *, reuse_port: bool) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # IPPROTO_TCP given explicitly: asyncio turns on TCP_NODELAY only for sockets whose proto
     # says TCP, and without it Nagle's algorithm meets delayed ACKs (~40 ms stalls).
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
         raise errors.Unavailable(
             f"cannot listen on {host}:{port}: {exc.strerror or exc}"
         ) from None
-    # Listen now: the "serving on" line may be printed (and acted on) before uvicorn takes the
-    # socket over; connections made meanwhile wait in the backlog instead of being refused.
-    sock.listen(2048)
-    sock.set_inheritable(True)
     return sock
 
 
