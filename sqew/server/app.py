@@ -10,15 +10,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import signal
 import threading
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+import msgspec
 from litestar import Litestar
 from litestar.datastructures import State
+from litestar.enums import ScopeType
+from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
+from sqew import errors
 from sqew.config import Settings
 from sqew.core.clock import Clock, system_clock
 from sqew.server import errors as server_errors
@@ -27,6 +32,7 @@ from sqew.server.routes import dlq, messages, ops, queues
 from sqew.server.runtime import Runtime
 
 ROUTES = [*queues.HANDLERS, *messages.HANDLERS, *dlq.HANDLERS, *ops.HANDLERS]
+log = logging.getLogger("sqew.server")
 
 
 def create_app(settings: Settings | None = None, *, clock: Clock = system_clock) -> Litestar:
@@ -54,12 +60,58 @@ def create_app(settings: Settings | None = None, *, clock: Clock = system_clock)
         on_startup=[startup],
         on_shutdown=[shutdown],
         exception_handlers={Exception: server_errors.handle},
+        middleware=[answer_cancelled],
         request_max_body_size=settings.max_body_bytes,
         openapi_config=openapi.config(),
         state=State({"runtime": rt}),
         logging_config=None,
         debug=False,
     )
+
+
+def answer_cancelled(app: ASGIApp) -> ASGIApp:
+    """Middleware: a request cancelled before it answered gets SPEC's envelope (503).
+
+    The ASGI server cancels the requests still running when its graceful shutdown timeout
+    ends. Cancellation is no ``Exception``, so it passes Litestar's exception handlers, and
+    uvicorn would answer a plain-text 500. Here the request answers ``Unavailable`` with
+    ``Connection: close`` instead, and ends: its task was cancelled to end it, and it has.
+    """
+
+    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await app(scope, receive, tracked)
+        except asyncio.CancelledError:
+            if started or scope["type"] != ScopeType.HTTP:
+                raise
+            log.warning("request cancelled before it finished (server shutting down): %s %s",
+                        scope.get("method"), scope.get("path"))
+            err = errors.Unavailable(
+                "the server shut down before this request finished; it may or may not have "
+                "taken effect"
+            )
+            body = msgspec.json.encode(err.to_dict())
+            await send({
+                "type": "http.response.start",
+                "status": err.status,
+                "headers": [(b"content-type", server_errors.JSON.encode()),
+                            (b"content-length", str(len(body)).encode()),
+                            (b"connection", b"close")],
+            })
+            await send({"type": "http.response.body", "body": body, "more_body": False})
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()  # handled: later awaits of this task are not cancelled
+
+    return middleware
 
 
 def app_from_env() -> Litestar:
