@@ -1,47 +1,49 @@
-"""Plain enqueues to one queue that wait for the same group commit, merged into one write.
+"""Requests of one kind on one queue that wait for the same group commit, merged into one write.
 
-Concurrent single-message enqueues are the server's most common request. Each would cost a
-statement that finds and counts its queue and one ``INSERT``; merged, a group pays one counting
-statement and one multi-row ``INSERT`` for all of them. Each request stays its own unit: its
-messages are validated alone, and it fails alone (a payload too large, a quota) while the
-others go in; every caller gets its own future, resolved after the commit.
+Concurrent enqueues, polls and acks on one queue are the server's most common requests. Each
+would pay its own statements to find and count its queue; merged, a group pays them once: one
+counting statement and one multi-row ``INSERT`` for the enqueues, one claim for the polls, one
+counting statement for the acks. Each request stays its own unit: it is validated alone, fails
+alone (a payload too large, a quota) while the others go on, and its caller gets its own
+future, resolved after the commit.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Hashable
+from typing import Any, Generic, TypeVar
 
-from sqew import models
+from sqew.backends.base import Tx
 
-Part = tuple[Sequence[models.MessageIn], int, "asyncio.Future[list[models.EnqueueResult]]"]
-"""One request: its messages, its ``now`` (epoch ms), and its caller's future."""
+P = TypeVar("P")
+R = TypeVar("R")
 
 Outcome = tuple[bool, Any]
-"""Per part: ``(True, [EnqueueResult, …])`` or ``(False, SqewError)``."""
+"""Per part: ``(True, result)`` or ``(False, SqewError)``."""
+
+Part = tuple[P, int, "asyncio.Future[Any]"]
+"""One request of a merge: what it asks, its ``now`` (epoch ms), its caller's future."""
 
 
-class MergedEnqueue:
-    """The parts gathered for one queue until the group that writes them starts.
+class Merged(Generic[P, R]):
+    """The parts gathered under one key until the group that writes them starts.
 
     Args:
-        queue: the queue they go to.
+        key: what the parts share (kind of request, queue, …).
         loop: the commit loop (the parts' futures belong to it).
     """
 
-    def __init__(self, queue: str, loop: asyncio.AbstractEventLoop) -> None:
-        self.queue = queue
-        self.parts: list[Part] = []
+    def __init__(self, key: Hashable, loop: asyncio.AbstractEventLoop) -> None:
+        self.key = key
+        self.parts: list[Part[P]] = []
         self.sealed = False
         self._loop = loop
 
-    def add(
-        self, messages: Sequence[models.MessageIn], now: int
-    ) -> asyncio.Future[list[models.EnqueueResult]]:
+    def add(self, item: P, now: int) -> asyncio.Future[R]:
         """Add a request (only before ``sealed``); its future resolves after the commit."""
-        future: asyncio.Future[list[models.EnqueueResult]] = self._loop.create_future()
-        self.parts.append((messages, now, future))
+        future: asyncio.Future[R] = self._loop.create_future()
+        self.parts.append((item, now, future))
         return future
 
     def settle(self, done: asyncio.Future[list[Outcome]]) -> None:
@@ -57,3 +59,55 @@ class MergedEnqueue:
                 future.set_result(value)
             else:
                 future.set_exception(value)
+
+
+class Merger:
+    """Gathers requests into ``Merged`` writes and submits each to the group commit once.
+
+    Args:
+        submit: the group commit's ``submit`` (``fn(tx)`` → future of its committed result).
+        loop: the commit loop.
+    """
+
+    def __init__(
+        self,
+        submit: Callable[..., asyncio.Future[Any]],
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self._submit = submit
+        self._loop = loop
+        self._open: dict[Hashable, Merged[Any, Any]] = {}
+
+    def add(
+        self,
+        key: Hashable,
+        item: P,
+        now: int,
+        write: Callable[[Tx, list[Part[P]]], list[Outcome]],
+        *,
+        notify: tuple[str, ...] = (),
+    ) -> asyncio.Future[R]:
+        """Add ``item`` to the open merge under ``key``, opening and submitting one if needed.
+
+        ``write(tx, parts)`` runs once per group (or twice: the group commit re-runs a failed
+        group with savepoints) and returns one outcome per part, in order.
+        """
+        merged: Merged[P, R] | None = self._open.get(key)
+        if merged is None:
+            merged = Merged(key, self._loop)
+            future = self._submit(lambda tx, m=merged: self._run(m, tx, write), notify=notify)
+            future.add_done_callback(merged.settle)
+            self._open[key] = merged
+        return merged.add(item, now)
+
+    def _run(
+        self,
+        merged: Merged[P, R],
+        tx: Tx,
+        write: Callable[[Tx, list[Part[P]]], list[Outcome]],
+    ) -> list[Outcome]:
+        if not merged.sealed:  # later requests open a new merge, for the next group
+            merged.sealed = True
+            if self._open.get(merged.key) is merged:
+                del self._open[merged.key]
+        return write(tx, merged.parts)

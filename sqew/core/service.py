@@ -22,7 +22,6 @@ from sqew.backends.base import Backend, NewMessage, QueueRow, Tx
 from sqew.core import merge, rules, views
 from sqew.core.clock import Clock, system_clock
 from sqew.core.group_commit import GroupCommitter
-from sqew.core.merge import MergedEnqueue
 from sqew.core.waker import Waker
 
 _encode = msgspec.json.encode
@@ -77,7 +76,10 @@ class QueueService:
             GroupCommitter(backend, commit_loop, on_commit=self.waker.notify)
             if commit_loop is not None else None
         )
-        self._merging: dict[str, MergedEnqueue] = {}  # queue → plain enqueues awaiting a group
+        self._merger = (
+            merge.Merger(self._committer.submit, commit_loop)
+            if self._committer is not None and commit_loop is not None else None
+        )
 
     # --- helpers --------------------------------------------------------------------------------
     def _write(self, op: Callable[[Tx], T], *, notify: tuple[str, ...] = ()) -> T:
@@ -193,40 +195,27 @@ class QueueService:
         (``sqew.core.merge``).
         """
         _check_batch_size(messages)
-        if self._committer is None or any(m.idempotency_key is not None for m in messages):
+        if self._merger is None or any(m.idempotency_key is not None for m in messages):
             return self._write_soon(self._enqueue_op(queue, messages), notify=(queue,))
-        merged = self._merging.get(queue)
-        if merged is None:
-            merged = MergedEnqueue(queue, self._committer.loop)
-            future = self._write_soon(
-                functools.partial(self._merged_enqueue, merged), notify=(queue,)
-            )
-            future.add_done_callback(merged.settle)
-            self._merging[queue] = merged
-        return merged.add(messages, self.clock())
+        return self._merger.add(("enqueue", queue), messages, self.clock(),
+                                functools.partial(self._merged_enqueue, queue),
+                                notify=(queue,))
 
-    def _merged_enqueue(self, merged: MergedEnqueue, tx: Tx) -> list[merge.Outcome]:
-        """The write of a ``MergedEnqueue``: one reservation and one insert for every part.
-
-        May run twice (the group commit re-runs a failed group with savepoints): the parts are
-        sealed on the first run.
-        """
-        if not merged.sealed:
-            merged.sealed = True
-            if self._merging.get(merged.queue) is merged:
-                del self._merging[merged.queue]
-        parts = merged.parts
+    def _merged_enqueue(
+        self, queue: str, tx: Tx, parts: list[merge.Part[Sequence[models.MessageIn]]]
+    ) -> list[merge.Outcome]:
+        """Plain enqueues to ``queue`` of one group: one reservation and one insert for all."""
         total = sum(len(messages) for messages, _, _ in parts)
-        q = tx.reserve(merged.queue, total)
+        q = tx.reserve(queue, total)
         if q is None:
-            raise errors.QueueNotFound(f"queue '{merged.queue}' does not exist")
+            raise errors.QueueNotFound(f"queue '{queue}' does not exist")
         outcomes: list[merge.Outcome] = []
         if q.max_depth or q.rate_limit_per_s:  # quotas admit request by request, in order
             tx.add_counters(q.id, depth=-total, enqueued_total=-total)
             for messages, now, _ in parts:
                 try:
                     with tx.savepoint():
-                        current = self._queue(tx, merged.queue)
+                        current = self._queue(tx, queue)
                         outcomes.append((True, self._enqueue_in(tx, current, messages, now, False)))
                 except errors.SqewError as exc:
                     outcomes.append((False, exc))
@@ -418,8 +407,26 @@ class QueueService:
         if self.clock() - self._last_reap >= self._reap_interval:
             # Runs before the claim (writes keep their order); its outcome is logged, not awaited.
             self._write_soon(self._reap_op()).add_done_callback(_log_reap_failure)
-        claim = self._claim_op(queue, batch, visibility_ms, want_due=False)
-        return self._write_soon(lambda tx: claim(tx)[0])
+        if self._merger is None:
+            claim = self._claim_op(queue, batch, visibility_ms, want_due=False)
+            return self._write_soon(lambda tx: claim(tx)[0])
+        return self._merger.add(("poll", queue, visibility_ms), batch, self.clock(),
+                                functools.partial(self._merged_claim, queue, visibility_ms))
+
+    def _merged_claim(
+        self, queue: str, visibility_ms: int | None, tx: Tx, parts: list[merge.Part[int]]
+    ) -> list[merge.Outcome]:
+        """Polls of ``queue`` of one group: one claim of all their batches, handed out in
+        delivery order (the first poll gets the first messages)."""
+        now = max(part_now for _, part_now, _ in parts)
+        total = sum(batch for batch, _, _ in parts)
+        leased, _ = self._claim_in(tx, queue, total, visibility_ms, now, want_due=False)
+        outcomes: list[merge.Outcome] = []
+        start = 0
+        for batch, _, _ in parts:
+            outcomes.append((True, leased[start:start + batch]))
+            start += batch
+        return outcomes
 
     def _claim(
         self, queue: str, batch: int, visibility_ms: int | None, *, want_due: bool
@@ -430,20 +437,24 @@ class QueueService:
         self, queue: str, batch: int, visibility_ms: int | None, *, want_due: bool
     ) -> Callable[[Tx], tuple[list[models.LeasedMessage], int | None]]:
         now = self.clock()
+        return lambda tx: self._claim_in(tx, queue, batch, visibility_ms, now, want_due=want_due)
 
-        def op(tx: Tx) -> tuple[list[models.LeasedMessage], int | None]:
-            found = tx.get_queue_for_claim(queue, now)
-            if found is None:
-                raise errors.QueueNotFound(f"queue '{queue}' does not exist")
-            q, expired_leases = found
-            if expired_leases:
-                self._expire_leases(tx, q, now)
-            vis = q.visibility_ms if visibility_ms is None else visibility_ms
-            rows = tx.claim(q.id, bool(q.lifo), now, batch, now + vis)
-            due = tx.next_due(q.id) if want_due and not rows else None
-            return [views.leased(r, q) for r in rows], due
-
-        return op
+    def _claim_in(
+        self, tx: Tx, queue: str, batch: int, visibility_ms: int | None, now: int, *,
+        want_due: bool,
+    ) -> tuple[list[models.LeasedMessage], int | None]:
+        """Lease up to ``batch`` messages of ``queue`` (and when the next is due, if asked
+        and none was ready)."""
+        found = tx.get_queue_for_claim(queue, now)
+        if found is None:
+            raise errors.QueueNotFound(f"queue '{queue}' does not exist")
+        q, expired_leases = found
+        if expired_leases:
+            self._expire_leases(tx, q, now)
+        vis = q.visibility_ms if visibility_ms is None else visibility_ms
+        rows = tx.claim(q.id, bool(q.lifo), now, batch, now + vis)
+        due = tx.next_due(q.id) if want_due and not rows else None
+        return [views.leased(r, q) for r in rows], due
 
     def _expire_leases(self, tx: Tx, q: QueueRow, now: int) -> None:
         if q.parent_id is None:
@@ -462,33 +473,47 @@ class QueueService:
     def ack_soon(
         self, queue: str, items: Sequence[tuple[int, str]]
     ) -> asyncio.Future[list[models.ItemResult]]:
-        """``ack`` for callers that must not block (see ``enqueue_soon``)."""
-        return self._write_soon(self._ack_op(queue, items))
+        """``ack`` for callers that must not block (see ``enqueue_soon``); acks of one queue
+        in one group share the statement that finds and counts the queue."""
+        if self._merger is None:
+            return self._write_soon(self._ack_op(queue, items))
+        return self._merger.add(("ack", queue), items, self.clock(),
+                                functools.partial(self._merged_ack, queue))
+
+    def _merged_ack(
+        self, queue: str, tx: Tx, parts: list[merge.Part[Sequence[tuple[int, str]]]]
+    ) -> list[merge.Outcome]:
+        return [(True, out) for out in self._ack_in(tx, queue, [(i, n) for i, n, _ in parts])]
 
     def _ack_op(
         self, queue: str, items: Sequence[tuple[int, str]]
     ) -> Callable[[Tx], list[models.ItemResult]]:
         now = self.clock()
+        return lambda tx: self._ack_in(tx, queue, [(items, now)])[0]
 
-        def op(tx: Tx) -> list[models.ItemResult]:
+    def _ack_in(
+        self, tx: Tx, queue: str, requests: list[tuple[Sequence[tuple[int, str]], int]]
+    ) -> list[list[models.ItemResult]]:
+        """Acknowledge each request's ``(id, token)`` items (with its ``now``), in order."""
+        # Count every item as acked in the statement that finds the queue (acks rarely
+        # miss), then take the misses back.
+        n = sum(len(items) for items, _ in requests)
+        q = tx.add_counters_by_name(queue, depth=-n, acked_total=n)
+        if q is None:
+            raise errors.QueueNotFound(f"queue '{queue}' does not exist")
+        missed = 0
+        results: list[list[models.ItemResult]] = []
+        for items, now in requests:
             out: list[models.ItemResult] = []
-            # Count every item as acked in the statement that finds the queue (acks rarely
-            # miss), then take the misses back.
-            n = len(items)
-            q = tx.add_counters_by_name(queue, depth=-n, acked_total=n)
-            if q is None:
-                raise errors.QueueNotFound(f"queue '{queue}' does not exist")
-            missed = 0
             for msg_id, token in items:
                 if tx.ack(q.id, msg_id, token, bool(q.archive), now):
                     out.append(models.ItemResult(msg_id, "acked"))
                 else:
                     missed += 1
                     out.append(models.ItemResult(msg_id, self._miss(tx, q, msg_id)))
-            tx.add_counters(q.id, depth=missed, acked_total=-missed)
-            return out
-
-        return op
+            results.append(out)
+        tx.add_counters(q.id, depth=missed, acked_total=-missed)
+        return results
 
     @staticmethod
     def _miss(tx: Tx, q: QueueRow, msg_id: int) -> str:

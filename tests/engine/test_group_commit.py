@@ -162,3 +162,43 @@ def test_pending_writes_finish_before_close_and_later_ones_are_refused(db: Path)
     assert late == "Unavailable"
     with sqew.Client(str(db)) as c:
         assert c.stats("q").ready == 5
+
+
+def test_polls_of_one_group_share_one_claim_in_delivery_order(db: Path) -> None:
+    with sqew.Client(str(db)) as c:
+        ids = [r.message_id for r in c.enqueue_batch("q", [{"payload": i} for i in range(10)])]
+        urgent = c.enqueue("q", "urgent", priority=5).message_id
+
+    async def body(s: QueueService) -> list[Any]:
+        return await settle([s.poll_soon("q", batch=3) for _ in range(5)])
+
+    polls, writes = commits(db, body)
+    assert writes == 1
+    got = [[m.id for m in p] for p in polls]
+    assert got == [[urgent, *ids[:2]], ids[2:5], ids[5:8], ids[8:10], []]
+    assert all(m.attempts == 1 and m.token for p in polls for m in p)
+    assert len({m.token for p in polls for m in p}) == 11
+
+
+def test_acks_of_one_group_share_one_count_and_keep_per_item_statuses(db: Path) -> None:
+    with sqew.Client(str(db)) as c:
+        c.enqueue_batch("q", [{"payload": i} for i in range(6)])
+        held = c.poll("q", batch=6)
+
+    async def body(s: QueueService) -> list[Any]:
+        return await settle([
+            s.ack_soon("q", [(held[0].id, held[0].token), (held[1].id, "stale")]),
+            s.ack_soon("q", [(held[2].id, held[2].token), (10**9, "t")]),
+            s.ack_soon("q", [(held[0].id, held[0].token)]),  # already acked just before
+            s.ack_soon("nope", [(held[3].id, held[3].token)]),
+            s.ack_soon("q", [(m.id, m.token) for m in held[3:]]),
+        ])
+
+    outcomes, writes = commits(db, body)
+    assert writes == 1
+    statuses = [o if isinstance(o, str) else [r.status for r in o] for o in outcomes]
+    assert statuses == [["acked", "lease_lost"], ["acked", "not_found"], ["not_found"],
+                        "QueueNotFound", ["acked"] * 3]
+    with sqew.Client(str(db)) as c:
+        stats = c.stats("q")
+        assert (stats.acked_total, stats.leased, stats.ready) == (5, 1, 0)
