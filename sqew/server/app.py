@@ -21,7 +21,8 @@ import msgspec
 from litestar import Litestar
 from litestar.datastructures import State
 from litestar.enums import ScopeType
-from litestar.types import ASGIApp, Message, Receive, Scope, Send
+from litestar.types import ASGIApp, Receive, Scope, Send
+from litestar.utils.scope.state import ScopeState
 
 from sqew import errors
 from sqew.config import Settings
@@ -79,18 +80,12 @@ def answer_cancelled(app: ASGIApp) -> ASGIApp:
     """
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
-        started = False
-
-        async def tracked(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
         try:
-            await app(scope, receive, tracked)
+            await app(scope, receive, send)
         except asyncio.CancelledError:
-            if started or scope["type"] != ScopeType.HTTP:
+            # Litestar's exception middleware, around this one, records whether the response
+            # started (reading its record costs nothing per request; wrapping send would).
+            if scope["type"] != ScopeType.HTTP or ScopeState.from_scope(scope).response_started:
                 raise
             log.warning("request cancelled before it finished (server shutting down): %s %s",
                         scope.get("method"), scope.get("path"))

@@ -1,10 +1,11 @@
 """The OpenAPI document of the app, and ``python -m sqew.server.openapi`` to write it.
 
-Litestar describes paths, parameters and success responses from the handlers. Two things it
-cannot see are added here from the same app: request bodies (handlers decode the raw body
-themselves, to keep payloads byte-exact; each declares its body model in ``opt["body"]``), and
-the error envelope every operation may answer with. ``docs/openapi.yaml`` is this document; a
-test fails when the two drift.
+Litestar describes paths, parameters and success responses from the handlers. What it cannot
+see is added here from the same app: request bodies (handlers decode the raw body themselves, to
+keep payloads byte-exact; each declares its body model in ``opt["body"]``), the success bodies of
+the hot endpoints (which send pre-encoded responses; each declares its model in
+``opt["returns"]``), and the error envelope every operation may answer with.
+``docs/openapi.yaml`` is this document; a test fails when the two drift.
 
 Usage: ``python -m sqew.server.openapi [--check] [PATH]`` (default ``docs/openapi.yaml``).
 """
@@ -69,6 +70,10 @@ def document(app: Litestar) -> dict[str, Any]:
         if "body" in handler.opt:
             op["requestBody"] = _request_body(handler.opt["body"], schemas,
                                               required=not handler.opt.get("body_optional"))
+        if "returns" in handler.opt:
+            success = op["responses"][str(handler.status_code)]
+            success["content"] = {"application/json": {"schema": _schema(handler.opt["returns"],
+                                                                         schemas)}}
         _error_responses(op, quota="429" in handler.opt.get("errors", ()))
     schemas["Error"] = _error_schema()
     return doc
@@ -85,14 +90,24 @@ def _handlers(app: Litestar) -> list[HTTPRouteHandler]:
 
 def _request_body(body_type: Any, schemas: dict[str, Any], *, required: bool) -> dict[str, Any]:
     """A JSON request body of a model (or a union of models, as ``oneOf``)."""
-    members = typing.get_args(body_type) if isinstance(body_type, types.UnionType) else ()
-    refs, components = msgspec.json.schema_components(members or (body_type,), ref_template=REF)
-    for name, schema in components.items():
-        if schemas.get(name, schema) != schema:
-            raise RuntimeError(f"two different schemas named {name}")
-        schemas[name] = schema
-    schema = {"oneOf": list(refs)} if members else refs[0]
+    schema = _schema(body_type, schemas)
     return {"required": required, "content": {"application/json": {"schema": schema}}}
+
+
+def _schema(model: Any, schemas: dict[str, Any]) -> dict[str, Any]:
+    """The schema of a model (or a union of models, as ``oneOf``); components go to ``schemas``."""
+    members = typing.get_args(model) if isinstance(model, types.UnionType) else ()
+    refs, components = msgspec.json.schema_components(members or (model,), ref_template=REF)
+    for name, schema in components.items():
+        known = schemas.setdefault(name, schema)  # Litestar's own, if it described the model
+        if _content(known) != _content(schema):
+            raise RuntimeError(f"two different schemas named {name}")
+    return {"oneOf": list(refs)} if members else refs[0]
+
+
+def _content(schema: dict[str, Any]) -> dict[str, Any]:
+    """A schema without its description (msgspec's carries the docstring, Litestar's none)."""
+    return {k: v for k, v in schema.items() if k != "description"}
 
 
 def _error_responses(op: dict[str, Any], *, quota: bool) -> None:

@@ -11,11 +11,12 @@ from typing import Annotated, Any
 import msgspec
 from litestar import Request, delete, get, post
 from litestar.params import HeaderParameter, Parameter, PathParameter
+from litestar.types import ASGIApp
 
 from sqew import errors, models
 from sqew.core.service import item_error
 from sqew.server.routes import MAX_ID
-from sqew.server.runtime import QueuePath, batch_key, decode, runtime
+from sqew.server.runtime import QueuePath, batch_key, decode, json_response, read_body, runtime
 
 Req = Request[Any, Any, Any]
 _MESSAGES = batch_key(b"messages")
@@ -38,13 +39,12 @@ PeekLimit = Annotated[int, Parameter(ge=1, le=100, description="most messages")]
 
 
 @post("/queues/{q:str}/messages", operation_id="enqueue", status_code=201,
-      opt={"body": models.MessageIn | models.MessageBatchIn, "errors": ("429",)},
+      opt={"body": models.MessageIn | models.MessageBatchIn, "errors": ("429",),
+           "returns": models.EnqueueResult | models.EnqueueBatchResult},
       summary="Enqueue messages")
-async def enqueue(
-    request: Req, q: QueuePath, idempotency_key: IdempotencyHeader = None
-) -> models.EnqueueResult | models.EnqueueBatchResult:
+async def enqueue(request: Req, q: QueuePath, idempotency_key: IdempotencyHeader = None) -> ASGIApp:
     """Enqueue one message, or ``{"messages": [...]}`` (≤ 1000, all or nothing)."""
-    body = await request.body()
+    body = await read_body(request)
     rt = runtime(request)
     if _MESSAGES.match(body):
         if idempotency_key is not None:
@@ -54,12 +54,12 @@ async def enqueue(
                 details=[{"field": "Idempotency-Key", "message": "not allowed with a batch"}],
             )
         batch = decode(body, models.MessageBatchIn)
-        return models.EnqueueBatchResult(await rt.enqueue(q, batch.messages))
+        return json_response(models.EnqueueBatchResult(await rt.enqueue(q, batch.messages)), 201)
     message = decode(body, models.MessageIn)
     if idempotency_key is not None:
         message = _with_key(message, idempotency_key)
     (result,) = await rt.enqueue(q, [message])
-    return result
+    return json_response(result, 201)
 
 
 def _with_key(message: models.MessageIn, key: str) -> models.MessageIn:
@@ -71,32 +71,32 @@ def _with_key(message: models.MessageIn, key: str) -> models.MessageIn:
     return msgspec.structs.replace(message, idempotency_key=key)
 
 
-@post("/queues/{q:str}/poll", operation_id="poll", status_code=200, summary="Lease messages")
+@post("/queues/{q:str}/poll", operation_id="poll", status_code=200,
+      opt={"returns": models.LeasedMessageList}, summary="Lease messages")
 async def poll(
     request: Req, q: QueuePath, batch: Batch = 1, wait_ms: WaitMs = 0,
     visibility_ms: VisibilityMs = None,
-) -> models.LeasedMessageList:
+) -> ASGIApp:
     """Lease up to ``batch`` ready messages, waiting up to ``wait_ms`` for one to arrive."""
     got = await runtime(request).poll(request, q, batch, wait_ms, visibility_ms)
-    return models.LeasedMessageList(got)
+    return json_response(models.LeasedMessageList(got))
 
 
 @post("/queues/{q:str}/ack", operation_id="ack", status_code=200,
-      opt={"body": models.AckIn | models.AckBatchIn}, summary="Acknowledge messages")
-async def ack(request: Req, q: QueuePath) -> models.ResultList:
+      opt={"body": models.AckIn | models.AckBatchIn, "returns": models.ResultList},
+      summary="Acknowledge messages")
+async def ack(request: Req, q: QueuePath) -> ASGIApp:
     """Acknowledge ``{"id", "token"}`` or ``{"acks": [...]}`` (per-item statuses)."""
-    body = await request.body()
+    body = await read_body(request)
     rt = runtime(request)
     if _ACKS.match(body):
         items = decode(body, models.AckBatchIn).acks
-        return models.ResultList(
-            await rt.ack(q, [(a.id, a.token) for a in items])
-        )
+        return json_response(models.ResultList(await rt.ack(q, [(a.id, a.token) for a in items])))
     one = decode(body, models.AckIn)
     (result,) = await rt.ack(q, [(one.id, one.token)])
     if result.status != "acked":
         raise item_error(result)
-    return models.ResultList([result])
+    return json_response(models.ResultList([result]))
 
 
 @post("/queues/{q:str}/nack", operation_id="nack", status_code=200,
