@@ -4,6 +4,7 @@ transaction, merged plain enqueues stay separate requests, and every success is 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -202,3 +203,33 @@ def test_acks_of_one_group_share_one_count_and_keep_per_item_statuses(db: Path) 
     with sqew.Client(str(db)) as c:
         stats = c.stats("q")
         assert (stats.acked_total, stats.leased, stats.ready) == (5, 1, 0)
+
+
+def test_the_wal_starts_over_under_steady_group_commits_and_the_checkpointer_stops(
+    tmp_path: Path,
+) -> None:
+    """The group committer leaves checkpoints to a thread of its own (SQLite's would run in a
+    commit, on the loop). Under writes that never pause the WAL still starts over, so it stays
+    far smaller than what went through it; closing the service stops the thread."""
+    path = tmp_path / "wal.db"
+    with sqew.Client(str(path)) as c:
+        c.create_queue("big")
+    wal = path.with_name(path.name + "-wal")
+    rounds, per_round, size = 150, 20, 8000
+
+    async def body(s: QueueService) -> int:
+        biggest = 0
+        for _ in range(rounds):
+            await asyncio.gather(*(s.enqueue_soon("big", [msg("x" * size)])
+                                   for _ in range(per_round)))
+            biggest = max(biggest, wal.stat().st_size)
+            await asyncio.sleep(0.01)  # a steady stream, spread over more than a second
+        return biggest
+
+    biggest = on_loop(path, body)
+    assert not [t for t in threading.enumerate() if t.name == "sqew-checkpoint"]
+    written = rounds * per_round * size
+    assert biggest < written * 0.75, (biggest, written)
+    with sqew.Client(str(path)) as c:
+        assert c.stats("big").ready == rounds * per_round
+        assert c.peek("big", limit=1)[0].payload == "x" * size
