@@ -16,7 +16,7 @@ from litestar.types import ASGIApp
 from sqew import errors, models
 from sqew.core.service import item_error
 from sqew.server.routes import MAX_ID
-from sqew.server.runtime import QueuePath, batch_key, decode, json_response, read_body, runtime
+from sqew.server.runtime import JsonResponse, QueuePath, batch_key, decode, read_body, runtime
 
 Req = Request[Any, Any, Any]
 _MESSAGES = batch_key(b"messages")
@@ -44,8 +44,8 @@ PeekLimit = Annotated[int, Parameter(ge=1, le=100, description="most messages")]
       summary="Enqueue messages")
 async def enqueue(request: Req, q: QueuePath, idempotency_key: IdempotencyHeader = None) -> ASGIApp:
     """Enqueue one message, or ``{"messages": [...]}`` (≤ 1000, all or nothing)."""
-    body = await read_body(request)
     rt = runtime(request)
+    body = await read_body(request, rt.settings.max_body_bytes)
     if _MESSAGES.match(body):
         if idempotency_key is not None:
             raise errors.ValidationError(
@@ -54,12 +54,12 @@ async def enqueue(request: Req, q: QueuePath, idempotency_key: IdempotencyHeader
                 details=[{"field": "Idempotency-Key", "message": "not allowed with a batch"}],
             )
         batch = decode(body, models.MessageBatchIn)
-        return json_response(models.EnqueueBatchResult(await rt.enqueue(q, batch.messages)), 201)
+        return JsonResponse(models.EnqueueBatchResult(await rt.enqueue(q, batch.messages)), 201)
     message = decode(body, models.MessageIn)
     if idempotency_key is not None:
         message = _with_key(message, idempotency_key)
     (result,) = await rt.enqueue(q, [message])
-    return json_response(result, 201)
+    return JsonResponse(result, 201)
 
 
 def _with_key(message: models.MessageIn, key: str) -> models.MessageIn:
@@ -79,7 +79,7 @@ async def poll(
 ) -> ASGIApp:
     """Lease up to ``batch`` ready messages, waiting up to ``wait_ms`` for one to arrive."""
     got = await runtime(request).poll(request, q, batch, wait_ms, visibility_ms)
-    return json_response(models.LeasedMessageList(got))
+    return JsonResponse(models.LeasedMessageList(got))
 
 
 @post("/queues/{q:str}/ack", operation_id="ack", status_code=200,
@@ -87,16 +87,16 @@ async def poll(
       summary="Acknowledge messages")
 async def ack(request: Req, q: QueuePath) -> ASGIApp:
     """Acknowledge ``{"id", "token"}`` or ``{"acks": [...]}`` (per-item statuses)."""
-    body = await read_body(request)
     rt = runtime(request)
+    body = await read_body(request, rt.settings.max_body_bytes)
     if _ACKS.match(body):
         items = decode(body, models.AckBatchIn).acks
-        return json_response(models.ResultList(await rt.ack(q, [(a.id, a.token) for a in items])))
+        return JsonResponse(models.ResultList(await rt.ack(q, [(a.id, a.token) for a in items])))
     one = decode(body, models.AckIn)
     (result,) = await rt.ack(q, [(one.id, one.token)])
     if result.status != "acked":
         raise item_error(result)
-    return json_response(models.ResultList([result]))
+    return JsonResponse(models.ResultList([result]))
 
 
 @post("/queues/{q:str}/nack", operation_id="nack", status_code=200,
