@@ -512,7 +512,8 @@ class QueueService:
                     missed += 1
                     out.append(models.ItemResult(msg_id, self._miss(tx, q, msg_id)))
             results.append(out)
-        tx.add_counters(q.id, depth=missed, acked_total=-missed)
+        if missed:
+            tx.add_counters(q.id, depth=missed, acked_total=-missed)
         return results
 
     @staticmethod
