@@ -41,7 +41,8 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
         max_body_bytes: request bodies above this are refused with 413 while streaming.
         threads: threads running database calls per process.
         poll_threads: long polls that may wait at once per process (more wait their turn).
-        group_commit: run concurrent writes in shared transactions (one writer thread).
+        group_commit: run concurrent writes in shared transactions, on the event loop (one
+            committer per process; see ``sqew.core.group_commit``).
         graceful_timeout_s: how long in-flight requests may run after SIGINT/SIGTERM.
         reap_interval_ms: how often expired messages are removed.
         log_level: server log level.
