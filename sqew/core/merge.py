@@ -14,6 +14,7 @@ import asyncio
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
+from sqew import errors
 from sqew.backends.base import Tx
 
 P = TypeVar("P")
@@ -77,6 +78,11 @@ class Merger:
         self._submit = submit
         self._loop = loop
         self._open: dict[Hashable, Merged[Any, Any]] = {}
+        self._closed = False
+
+    def close(self) -> None:
+        """Refuse new requests (``Unavailable``); the merges already submitted still run."""
+        self._closed = True
 
     def add(
         self,
@@ -92,6 +98,8 @@ class Merger:
         ``write(tx, parts)`` runs once per group (or twice: the group commit re-runs a failed
         group with savepoints) and returns one outcome per part, in order.
         """
+        if self._closed:
+            raise errors.Unavailable("the service is shutting down")
         merged: Merged[P, R] | None = self._open.get(key)
         if merged is None:
             merged = Merged(key, self._loop)

@@ -696,6 +696,8 @@ class QueueService:
         """``close`` for a service with a commit loop (call on that loop): pending writes of
         the group commit finish first."""
         self.waker.close()
+        if self._merger is not None:
+            self._merger.close()
         if self._committer is not None:
             await self._committer.aclose()
         self.backend.close()
