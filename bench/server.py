@@ -39,7 +39,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -438,19 +438,30 @@ DEPTHS = (1_000, 4_000)
 def _depth(bench: Bench, plan: Plan, work: Path, logs: Path, template: Path) -> None:
     """sqew at a held depth: the poll(10)+ack+enqueue cycle at 1k, 4k and deep ready messages
     (16 connections, for the deep/1k target; 1 connection, beside moto), then single enqueues
-    (after the cycles: they grow the queue)."""
-    for depth in (*DEPTHS, plan.deep):
-        db = work / f"depth-{depth}.db"
-        if depth == plan.deep:
-            copy_db(template, db)
-        else:
-            prefill(db, {QUEUE: depth})
-        label = f"sqew d={_k(depth)}"
-        with serving(lambda label=label, db=db: sqew_server(label, db, logs)) as srv:
+    (after the cycles: they grow the queue).
+
+    One server per depth, all started first, and the 16-connection rounds interleaved across
+    them: the deep/1k ratio compares runs minutes apart otherwise, and this shared machine's
+    speed drifts more than that over minutes.
+    """
+    with ExitStack() as stack:
+        servers: list[tuple[int, str, Server]] = []
+        for depth in (*DEPTHS, plan.deep):
+            db = work / f"depth-{depth}.db"
+            if depth == plan.deep:
+                copy_db(template, db)
+            else:
+                prefill(db, {QUEUE: depth})
+            label = f"sqew d={_k(depth)}"
+            srv = stack.enter_context(
+                serving(lambda label=label, db=db: sqew_server(label, db, logs)))
             bench.warm(srv, [("healthz.lua", ()), ("pollack.lua", (QUEUE, "10", "refill"))])
-            for _ in range(bench.rounds):
+            servers.append((depth, label, srv))
+        for _ in range(bench.rounds):
+            for depth, label, srv in servers:
                 bench.wrk(srv, label, "cycle", "pollack.lua", 16, QUEUE, "10", "refill",
                           depth=depth)
+        for depth, label, srv in servers:
             if depth in DEPTHS and "moto" in plan.sections:
                 bench.wrk(srv, label, "cycle", "pollack.lua", 1, QUEUE, "10", "refill",
                           depth=depth)
