@@ -120,9 +120,9 @@ class GroupCommitter:
         try:
             # One more loop turn before the first group: requests read in the same batch of
             # socket events reach their submit a turn or two apart (reading the body awaits),
-            # and waiting for them makes the groups under load several times larger. It was
-            # +9 % enqueue and +40 % poll+ack requests/s at 16 connections, no change at one
-            # (docs/benchmarks.md); a second turn gained nothing more.
+            # and waiting for them makes the groups under load larger. In interleaved runs at
+            # 16 connections: poll+ack 0 to +50 % requests/s, enqueue 0 to +10 %, never a clear
+            # loss, no change at one connection (docs/benchmarks.md).
             await asyncio.sleep(0)
             while self._pending:
                 group = self._pending[:MAX_GROUP]
