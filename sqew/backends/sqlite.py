@@ -239,7 +239,9 @@ class SqliteWriteSession(WriteSession):
         self.tx = SqlTx(conn)
         self.commit_waits = durable
         conn.execute("PRAGMA busy_timeout=0")  # try_begin never waits; begin sets it back
-        conn.execute("PRAGMA wal_autocheckpoint=0")  # the checkpointer's thread does it
+        # The checkpointer's thread checkpoints; SQLite's own, in a commit, only if the WAL
+        # ever grows far past the thread's bound (the thread stopped: a safety net).
+        conn.execute(f"PRAGMA wal_autocheckpoint={10 * WAL_BOUND_PAGES}")
         try:
             self._fd = os.open(path, os.O_RDONLY)
         except OSError:
@@ -332,8 +334,10 @@ class _Checkpointer:
     Under steady writes a checkpoint never reaches the end of the WAL, and SQLite starts the
     WAL over only from a fully copied one: it would grow without bound. So once the WAL is past
     ``WAL_BOUND_PAGES`` the thread takes the committers' write lock (their ``flock``) and copies
-    the few pages written meanwhile; the next transaction then starts the WAL over. Committers
-    wait for that off the event loop, as for any other holder of the lock.
+    the few pages written meanwhile; the next transaction can then start the WAL over (if no
+    reader holds an older snapshot; otherwise a later pass tries again). Committers wait for
+    that off the event loop, as for any other holder of the lock. Should the thread stop, the
+    session's own automatic checkpoint at ten times the bound keeps the WAL finite.
     """
 
     def __init__(self, path: Path, connect: Callable[[], sqlite3.Connection]) -> None:
@@ -366,9 +370,10 @@ class _Checkpointer:
                 try:
                     if conn is None:
                         conn = self._connect()
+                    if fd < 0:
                         fd = os.open(self._path, os.O_RDONLY)
                     self._checkpoint(conn, fd)
-                except (sqlite3.Error, OSError, errors.SqewError):
+                except Exception:  # keep the thread: the next commit retries
                     log.warning("checkpointing the WAL failed; retrying after the next commit",
                                 exc_info=True)
         finally:
@@ -383,8 +388,15 @@ class _Checkpointer:
         if pages <= WAL_BOUND_PAGES or self._stopping.is_set():
             return
         # Then, with the writers held, the pages they wrote meanwhile: the WAL is then fully
-        # copied and the next write transaction starts it over from its beginning.
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        # copied and the next write transaction starts it over from its beginning (unless a
+        # reader still reads an older snapshot; then a later pass tries again).
+        while True:  # the lock without blocking, so that close() never waits for it
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if self._stopping.wait(0.002):
+                    return
         try:
             conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
         finally:

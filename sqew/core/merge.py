@@ -11,6 +11,7 @@ future, resolved after the commit.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
@@ -104,9 +105,21 @@ class Merger:
         if merged is None:
             merged = Merged(key, self._loop)
             future = self._submit(lambda tx, m=merged: self._run(m, tx, write), notify=notify)
-            future.add_done_callback(merged.settle)
+            future.add_done_callback(functools.partial(self._done, merged))
             self._open[key] = merged
         return merged.add(item, now)
+
+    def _done(self, merged: Merged[P, R], done: asyncio.Future[list[Outcome]]) -> None:
+        # A group can fail before it runs the write (the write lock never came): the merge
+        # must not stay open, or later requests would join a write that has already ended.
+        self._seal(merged)
+        merged.settle(done)
+
+    def _seal(self, merged: Merged[Any, Any]) -> None:
+        if not merged.sealed:  # later requests open a new merge, for the next group
+            merged.sealed = True
+            if self._open.get(merged.key) is merged:
+                del self._open[merged.key]
 
     def _run(
         self,
@@ -114,8 +127,5 @@ class Merger:
         tx: Tx,
         write: Callable[[Tx, list[Part[P]]], list[Outcome]],
     ) -> list[Outcome]:
-        if not merged.sealed:  # later requests open a new merge, for the next group
-            merged.sealed = True
-            if self._open.get(merged.key) is merged:
-                del self._open[merged.key]
+        self._seal(merged)
         return write(tx, merged.parts)

@@ -106,8 +106,12 @@ def _schema(model: Any, schemas: dict[str, Any]) -> dict[str, Any]:
 
 
 def _content(schema: dict[str, Any]) -> dict[str, Any]:
-    """A schema without its description (msgspec's carries the docstring, Litestar's none)."""
-    return {k: v for k, v in schema.items() if k != "description"}
+    """A schema as compared: without its description (msgspec's carries the docstring,
+    Litestar's none) and with ``required`` in any order (Litestar sorts it)."""
+    out = {k: v for k, v in schema.items() if k != "description"}
+    if isinstance(out.get("required"), list):
+        out["required"] = sorted(out["required"])
+    return out
 
 
 def _error_responses(op: dict[str, Any], *, quota: bool) -> None:

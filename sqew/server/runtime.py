@@ -27,7 +27,8 @@ from litestar import Request
 from litestar.exceptions import ClientException
 from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 from litestar.params import PathParameter
-from litestar.types import Receive, Scope, Send
+from litestar.types import Empty, Receive, Scope, Send
+from litestar.utils.scope.state import ScopeState
 
 from sqew import errors, models
 from sqew.backends import open_backend
@@ -194,11 +195,16 @@ _encode = msgspec.json.Encoder().encode
 async def read_body(request: Request[Any, Any, Any], limit: int) -> bytes:
     """The request body, refused while streaming once it exceeds ``limit`` bytes.
 
+    Shares Litestar's cache of the body, so ``Request.body()`` before or after still works.
+
     Raises:
         RequestEntityTooLarge: over the limit (by ``Content-Length`` or as read), the same
             refusal as Litestar's own body reading.
         ClientException: the client went away before the body ended.
     """
+    state = ScopeState.from_scope(request.scope)
+    if state.body is not Empty:
+        return state.body
     for name, value in request.scope["headers"]:
         if name == b"content-length" and value.isdigit() and int(value) > limit:
             raise RequestEntityTooLarge
@@ -214,7 +220,9 @@ async def read_body(request: Request[Any, Any, Any], limit: int) -> bytes:
             raise RequestEntityTooLarge
         chunks.append(chunk)
         if not message.get("more_body", False):
-            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            state.body = body
+            return body
 
 
 class JsonResponse:

@@ -15,6 +15,7 @@ import pytest
 import sqew
 from sqew import errors, models
 from sqew.backends import open_backend
+from sqew.core.merge import Merger
 from sqew.core.service import QueueService
 
 T = TypeVar("T")
@@ -233,3 +234,35 @@ def test_the_wal_starts_over_under_steady_group_commits_and_the_checkpointer_sto
     with sqew.Client(str(path)) as c:
         assert c.stats("big").ready == rounds * per_round
         assert c.peek("big", limit=1)[0].payload == "x" * size
+
+
+def test_a_merge_whose_group_failed_before_it_ran_takes_no_more_requests() -> None:
+    """A group can fail before it runs its writes (the write lock never came); requests that
+    arrive later start a new merge instead of joining the one that has ended."""
+
+    async def main() -> tuple[BaseException | None, int]:
+        loop = asyncio.get_running_loop()
+        submitted: list[tuple[Any, asyncio.Future[Any]]] = []
+
+        def submit(fn: Any, notify: tuple[str, ...] = ()) -> asyncio.Future[Any]:
+            future: asyncio.Future[Any] = loop.create_future()
+            submitted.append((fn, future))
+            return future
+
+        merger = Merger(submit, loop)
+
+        def write(tx: Any, parts: list[Any]) -> list[Any]:
+            return [(True, item) for item, _, _ in parts]
+
+        first = merger.add("k", 1, 0, write)
+        submitted[0][1].set_exception(errors.Unavailable("the write lock never came"))
+        await asyncio.sleep(0)  # the done callbacks run
+        second = merger.add("k", 2, 0, write)
+        assert len(submitted) == 2, "the later request joined the failed merge"
+        fn, future = submitted[1]
+        future.set_result(fn(None))
+        return first.exception(), await asyncio.wait_for(second, 5)
+
+    error, second = asyncio.run(main())
+    assert isinstance(error, errors.Unavailable)
+    assert second == 2
