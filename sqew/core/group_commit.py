@@ -56,11 +56,9 @@ class GroupCommitter:
         on_commit: Callable[[set[str]], None] | None = None,
     ) -> None:
         self._session: WriteSession = backend.write_session()
-        self.loop = loop
-        """The loop the groups run on."""
         self._loop = loop
         self._on_commit = on_commit
-        self._pending: list[tuple[Op, AnyFuture, tuple[str, ...]]] = []
+        self._pending: list[Item] = []
         self._drain: asyncio.Task[None] | None = None
         self._waits = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sqew-writer")
         self._closed = False

@@ -72,14 +72,11 @@ class QueueService:
         self._reap_interval = reap_interval_ms
         self._last_reap = 0
         self._rng = rng or random.Random()
-        self._committer = (
-            GroupCommitter(backend, commit_loop, on_commit=self.waker.notify)
-            if commit_loop is not None else None
-        )
-        self._merger = (
-            merge.Merger(self._committer.submit, commit_loop)
-            if self._committer is not None and commit_loop is not None else None
-        )
+        self._committer: GroupCommitter | None = None
+        self._merger: merge.Merger | None = None
+        if commit_loop is not None:
+            self._committer = GroupCommitter(backend, commit_loop, on_commit=self.waker.notify)
+            self._merger = merge.Merger(self._committer.submit, commit_loop)
 
     # --- helpers --------------------------------------------------------------------------------
     def _write(self, op: Callable[[Tx], T], *, notify: tuple[str, ...] = ()) -> T:
@@ -110,7 +107,7 @@ class QueueService:
     def _queue(tx: Tx, name: str) -> QueueRow:
         row = tx.get_queue(name)
         if row is None:
-            raise errors.QueueNotFound(f"queue '{name}' does not exist")
+            raise errors.queue_not_found(name)
         return row
 
     def _dlq_of(self, tx: Tx, q: QueueRow) -> QueueRow:
@@ -208,7 +205,7 @@ class QueueService:
         total = sum(len(messages) for messages, _, _ in parts)
         q = tx.reserve(queue, total)
         if q is None:
-            raise errors.QueueNotFound(f"queue '{queue}' does not exist")
+            raise errors.queue_not_found(queue)
         outcomes: list[merge.Outcome] = []
         if q.max_depth or q.rate_limit_per_s:  # quotas admit request by request, in order
             tx.add_counters(q.id, depth=-total, enqueued_total=-total)
@@ -258,7 +255,7 @@ class QueueService:
             # hot path: one statement finds the queue and counts the batch
             q = tx.reserve(queue, len(messages))
             if q is None:
-                raise errors.QueueNotFound(f"queue '{queue}' does not exist")
+                raise errors.queue_not_found(queue)
             return self._enqueue_in(tx, q, messages, now, True)
 
         return op
@@ -447,7 +444,7 @@ class QueueService:
         and none was ready)."""
         found = tx.get_queue_for_claim(queue, now)
         if found is None:
-            raise errors.QueueNotFound(f"queue '{queue}' does not exist")
+            raise errors.queue_not_found(queue)
         q, expired_leases = found
         if expired_leases:
             self._expire_leases(tx, q, now)
@@ -500,7 +497,7 @@ class QueueService:
         n = sum(len(items) for items, _ in requests)
         q = tx.add_counters_by_name(queue, depth=-n, acked_total=n)
         if q is None:
-            raise errors.QueueNotFound(f"queue '{queue}' does not exist")
+            raise errors.queue_not_found(queue)
         missed = 0
         results: list[list[models.ItemResult]] = []
         for items, now in requests:
@@ -512,8 +509,7 @@ class QueueService:
                     missed += 1
                     out.append(models.ItemResult(msg_id, self._miss(tx, q, msg_id)))
             results.append(out)
-        if missed:
-            tx.add_counters(q.id, depth=missed, acked_total=-missed)
+        tx.add_counters(q.id, depth=missed, acked_total=-missed)  # nothing when none missed
         return results
 
     @staticmethod

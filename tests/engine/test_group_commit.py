@@ -4,6 +4,7 @@ transaction, merged plain enqueues stay separate requests, and every success is 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 import sqew
 from sqew import errors, models
 from sqew.backends import open_backend
-from sqew.core.merge import Merger
+from sqew.backends import sqlite as sqlite_backend
 from sqew.core.service import QueueService
 
 T = TypeVar("T")
@@ -236,33 +237,26 @@ def test_the_wal_starts_over_under_steady_group_commits_and_the_checkpointer_sto
         assert c.peek("big", limit=1)[0].payload == "x" * size
 
 
-def test_a_merge_whose_group_failed_before_it_ran_takes_no_more_requests() -> None:
+def test_a_merge_whose_group_failed_before_it_ran_takes_no_more_requests(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A group can fail before it runs its writes (the write lock never came); requests that
     arrive later start a new merge instead of joining the one that has ended."""
+    monkeypatch.setattr(sqlite_backend, "BUSY_TIMEOUT_MS", 200)  # give up on the lock soon
+    blocker = sqlite3.connect(db, isolation_level=None)  # a writer that is no committer
+    blocker.execute("BEGIN IMMEDIATE")
 
-    async def main() -> tuple[BaseException | None, int]:
-        loop = asyncio.get_running_loop()
-        submitted: list[tuple[Any, asyncio.Future[Any]]] = []
+    async def body(s: QueueService) -> tuple[BaseException | None, int]:
+        first = s.enqueue_soon("q", [msg(1)])
+        error = (await settle([first]))[0]
+        blocker.execute("COMMIT")
+        (second,) = await asyncio.wait_for(s.enqueue_soon("q", [msg(2)]), 5)
+        return error, second.message_id
 
-        def submit(fn: Any, notify: tuple[str, ...] = ()) -> asyncio.Future[Any]:
-            future: asyncio.Future[Any] = loop.create_future()
-            submitted.append((fn, future))
-            return future
-
-        merger = Merger(submit, loop)
-
-        def write(tx: Any, parts: list[Any]) -> list[Any]:
-            return [(True, item) for item, _, _ in parts]
-
-        first = merger.add("k", 1, 0, write)
-        submitted[0][1].set_exception(errors.Unavailable("the write lock never came"))
-        await asyncio.sleep(0)  # the done callbacks run
-        second = merger.add("k", 2, 0, write)
-        assert len(submitted) == 2, "the later request joined the failed merge"
-        fn, future = submitted[1]
-        future.set_result(fn(None))
-        return first.exception(), await asyncio.wait_for(second, 5)
-
-    error, second = asyncio.run(main())
-    assert isinstance(error, errors.Unavailable)
-    assert second == 2
+    try:
+        error, second = on_loop(db, body)
+    finally:
+        blocker.close()
+    assert error == "Unavailable"
+    with sqew.Client(str(db)) as c:
+        assert [m.id for m in c.peek("q", limit=10)] == [second]
