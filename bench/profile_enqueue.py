@@ -33,6 +33,7 @@ import sqew
 from bench.embedded import PAYLOAD, Raw
 from bench.embedded_peers import LiteQueuePeer, PersistQueue
 from sqew.backends.base import QueueRow
+from sqew.client.base import message_in
 
 
 def _client(path: Path) -> sqew.Client:
@@ -90,16 +91,17 @@ def statements(base: Path) -> dict[str, dict[str, list[str]]]:
 
 
 class Variant:
-    """One way to put one message, run ``k`` times by ``run(k)``; ``parts`` sums timed steps."""
+    """One way to put one message, run ``k`` times by ``run(k)``; ``parts`` times its steps."""
 
     def __init__(self, name: str, conn: Any, run: Callable[[Variant, int], None]) -> None:
         self.name, self.conn, self._run = name, conn, run
-        self.parts: dict[str, float] = {}
+        self.parts: dict[str, list[float]] = {}  # step → µs per call, one per repetition
+        self._spent: dict[str, float] = {}
         self.times: list[float] = []  # µs per call, one per repetition
         self.frames: list[float] = []  # WAL frames (pages) written per call
 
     def add(self, part: str, seconds: float) -> None:
-        self.parts[part] = self.parts.get(part, 0.0) + seconds
+        self._spent[part] = self._spent.get(part, 0.0) + seconds
 
     def measure(self, k: int, wal: Path) -> None:
         """Run ``k`` calls; record µs per call and the WAL's growth in pages per call."""
@@ -107,11 +109,14 @@ class Variant:
         start = time.perf_counter()
         self._run(self, k)
         self.times.append((time.perf_counter() - start) / k * 1e6)
+        for part, spent in self._spent.items():
+            self.parts.setdefault(part, []).append(spent / k * 1e6)
+        self._spent.clear()
         page = self.conn.execute("PRAGMA page_size").fetchone()[0]
         self.frames.append(wal.stat().st_size / (page + 24) / k)  # 24: a frame's header
 
 
-def _replay(conn: Any, counters: str | None, text: str) -> Callable[[Variant, int], None]:
+def _replay(conn: Any, counters: list[str], text: str) -> Callable[[Variant, int], None]:
     """sqew's enqueue statements run alone on ``conn``, each step timed."""
     insert = (
         "INSERT INTO messages (queue_id, payload, priority, attributes, attempts, enqueued_at, "
@@ -125,15 +130,15 @@ def _replay(conn: Any, counters: str | None, text: str) -> Callable[[Variant, in
             t0 = clock()
             conn.execute("BEGIN IMMEDIATE")
             t1 = clock()
-            if counters is not None:
-                conn.execute(counters, {"n": 1, "name": "bench"}).fetchone()
+            for sql in counters:
+                conn.execute(sql, {"n": 1, "name": "bench"}).fetchone()
             t2 = clock()
             conn.execute(insert, (1, text, 0, None, now, now, now + 345_600_000, 0))
             t3 = clock()
             conn.execute("COMMIT")
             t4 = clock()
             v.add("BEGIN IMMEDIATE", t1 - t0)
-            v.add("counters UPDATE", t2 - t1)
+            v.add("queue row + counters", t2 - t1)
             v.add("INSERT", t3 - t2)
             v.add("COMMIT", t4 - t3)
 
@@ -159,14 +164,26 @@ def variants(base: Path) -> list[tuple[Variant, Path, Callable[[], None]]]:
             enqueue("bench", PAYLOAD)
 
     out.append((Variant("sqew Client.enqueue", conn, sqew_enqueue), wal, client.close))
+    client2, conn2, wal2 = sqew_file("v-service")
+    message = message_in(PAYLOAD)
+
+    def service_enqueue(
+        v: Variant, k: int, enqueue: Any = client2.service.enqueue,  # type: ignore[attr-defined]
+    ) -> None:
+        for _ in range(k):
+            enqueue("bench", [message])
+
+    out.append((Variant("sqew QueueService.enqueue, message validated once before",
+                        conn2, service_enqueue), wal2, client2.close))
     counters = ("UPDATE queues SET depth = depth + :n, enqueued_total = enqueued_total + :n "
                 "WHERE name = :name")
+    columns = ", ".join(QueueRow._fields)
     for name, sql in [
         ("sqew's SQL replayed (UPDATE … RETURNING all 24 columns)",
-         counters + " RETURNING " + ", ".join(QueueRow._fields)),
-        ("sqew's SQL replayed, UPDATE … RETURNING id", counters + " RETURNING id"),
-        ("sqew's SQL replayed, UPDATE without RETURNING", counters),
-        ("sqew's SQL replayed, no counters UPDATE", None),
+         [f"{counters} RETURNING {columns}"]),
+        ("sqew's SQL replayed, UPDATE … RETURNING id", [f"{counters} RETURNING id"]),
+        ("sqew's SQL replayed, UPDATE without RETURNING", [counters]),
+        ("sqew's SQL replayed, no counters UPDATE (nor queue row)", []),
     ]:
         c, cn, w = sqew_file(f"v-{len(out)}")
         out.append((Variant(name, cn, _replay(cn, sql, text)), w, c.close))
@@ -195,6 +212,17 @@ def per_call(base: Path, n: int, repeat: int) -> list[Variant]:
     for _, _, close in vs:
         close()
     return [v for v, _, _ in vs]
+
+
+def validation(n: int, repeat: int) -> float:
+    """µs per ``message_in(payload)``: the client's validation (msgspec encode + convert)."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(n):
+            message_in(PAYLOAD)
+        times.append((time.perf_counter() - start) / n * 1e6)
+    return statistics.median(times)
 
 
 def profile(base: Path, n: int, top: int) -> str:
@@ -237,13 +265,15 @@ def main(argv: list[str] | None = None) -> int:
                 for s in stmts:
                     print(f"    {s}")
         print()
-        print("| variant | µs per call (median) | WAL pages per call | timed steps, µs per call |")
+        print("| variant | µs per call | WAL pages per call | timed steps, µs per call |")
         print("|---|---:|---:|---|")
         for v in per_call(base, args.n, args.repeat):
-            calls = args.n * args.repeat
-            steps = ", ".join(f"{k} {t / calls * 1e6:.1f}" for k, t in v.parts.items())
+            steps = ", ".join(f"{k} {statistics.median(t):.1f}" for k, t in v.parts.items())
             print(f"| {v.name} | {statistics.median(v.times):.1f} | "
                   f"{statistics.median(v.frames):.2f} | {steps} |")
+        print()
+        print(f"sqew's client validation alone, message_in(payload): "
+              f"{validation(args.n, args.repeat):.1f} µs per call")
         print()
         print(profile(base, args.n, args.top))
     return 0
