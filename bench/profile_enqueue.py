@@ -6,7 +6,9 @@ payload:
 1. the SQL statements each side runs per call (sqlite3's trace callback), for the enqueue and
    for a get+ack;
 2. microseconds per call of each side, unprofiled (median of ``--repeat`` interleaved runs
-   of ``N`` calls), with the WAL pages each call writes (the WAL's growth with automatic
+   of ``N`` calls): the process's CPU time (user + system, so the ``write`` of the WAL counts;
+   on a shared host it is far steadier than the wall clock) and the wall clock; with the WAL
+   pages each call writes (the WAL's growth with automatic
    checkpoints off); beside them sqew's statements replayed on a sqew connection (same
    schema, same pragmas), each step timed: what the SQL itself costs, ``BEGIN IMMEDIATE``
    and ``COMMIT`` included, with and without the counters ``UPDATE`` and its ``RETURNING``;
@@ -97,7 +99,8 @@ class Variant:
         self.name, self.conn, self._run = name, conn, run
         self.parts: dict[str, list[float]] = {}  # step → µs per call, one per repetition
         self._spent: dict[str, float] = {}
-        self.times: list[float] = []  # µs per call, one per repetition
+        self.times: list[float] = []  # µs per call (wall clock), one per repetition
+        self.cpu: list[float] = []  # µs of this process's CPU time per call (user + system)
         self.frames: list[float] = []  # WAL frames (pages) written per call
 
     def add(self, part: str, seconds: float) -> None:
@@ -106,9 +109,10 @@ class Variant:
     def measure(self, k: int, wal: Path) -> None:
         """Run ``k`` calls; record µs per call and the WAL's growth in pages per call."""
         self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         self._run(self, k)
         self.times.append((time.perf_counter() - start) / k * 1e6)
+        self.cpu.append((time.process_time() - cpu) / k * 1e6)
         for part, spent in self._spent.items():
             self.parts.setdefault(part, []).append(spent / k * 1e6)
         self._spent.clear()
@@ -265,11 +269,13 @@ def main(argv: list[str] | None = None) -> int:
                 for s in stmts:
                     print(f"    {s}")
         print()
-        print("| variant | µs per call | WAL pages per call | timed steps, µs per call |")
-        print("|---|---:|---:|---|")
+        print("| variant | CPU µs per call | wall µs per call | WAL pages per call | "
+              "timed steps (wall), µs per call |")
+        print("|---|---:|---:|---:|---|")
         for v in per_call(base, args.n, args.repeat):
             steps = ", ".join(f"{k} {statistics.median(t):.1f}" for k, t in v.parts.items())
-            print(f"| {v.name} | {statistics.median(v.times):.1f} | "
+            print(f"| {v.name} | {statistics.median(v.cpu):.1f} | "
+                  f"{statistics.median(v.times):.1f} | "
                   f"{statistics.median(v.frames):.2f} | {steps} |")
         print()
         print(f"sqew's client validation alone, message_in(payload): "
