@@ -10,6 +10,13 @@ from sqew import errors
 
 BUSY_TIMEOUT_MS = 30_000
 """How long a statement waits for a lock another connection holds."""
+JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
+"""The size (bytes) the ``-wal`` file is cut back to when SQLite starts it over.
+
+SQLite reuses the WAL file from its beginning after a complete checkpoint but never shrinks
+it: one long reader under steady writes once left a 309 MB WAL on disk for good. With this
+limit the first commit after the restart truncates the file to 64 MiB (a size a busy server
+soon reuses, so it is not regrown page by page)."""
 CACHE_KIB = 65_536
 """Page cache per connection (``cache_size=-KiB``)."""
 MMAP_BYTES = 256 * 1024 * 1024
@@ -36,6 +43,7 @@ def connect(
             raise errors.Unavailable("the database cannot use WAL mode (read-only location?)")
         conn.execute(f"PRAGMA synchronous={synchronous}")
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        conn.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
         conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
