@@ -388,7 +388,7 @@ class QueueService:
             q = tx.get_queue(queue)
             if q is None or tx.peek(q.id, bool(q.lifo), now, 1):
                 return True, None
-            return False, tx.next_due(q.id)
+            return False, tx.next_due(q.id, now)
 
     def poll_soon(
         self, queue: str, *, batch: int = 1, visibility_ms: int | None = None
@@ -450,7 +450,7 @@ class QueueService:
             self._expire_leases(tx, q, now)
         vis = q.visibility_ms if visibility_ms is None else visibility_ms
         rows = tx.claim(q.id, bool(q.lifo), now, batch, now + vis)
-        due = tx.next_due(q.id) if want_due and not rows else None
+        due = tx.next_due(q.id, now) if want_due and not rows else None
         return [views.leased(r, q) for r in rows], due
 
     def _expire_leases(self, tx: Tx, q: QueueRow, now: int) -> None:
