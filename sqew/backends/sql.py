@@ -8,18 +8,18 @@ Every statement here is valid on SQLite and on PostgreSQL. What differs between 
 named hook that a backend's subclass overrides (see ``SqlTx``). Statements use ``:name``
 parameters only (DB-API ``named``, what sqlite3 takes). A driver that takes ``%(name)s``
 (DB-API ``pyformat``: psycopg) sets ``PARAMSTYLE = "pyformat"``: each statement is then
-converted by ``pyformat`` once, the first time it runs, and the converted text cached.
+converted once, the first time it runs (``sqew.backends.paramstyle``).
 """
 
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
 from sqew.backends.base import MessageRow, NewMessage, QueueRow, Tx
+from sqew.backends.paramstyle import PyformatConnection
 
 _MSG_COLS = ", ".join(MessageRow._fields)
 _QUEUE_COLS = ", ".join(QueueRow._fields)
@@ -35,50 +35,6 @@ INSERT_CHUNK = 100
 """Rows per multi-row ``INSERT`` of the neutral ``insert_messages`` (800 parameters)."""
 
 _COUNTER_SQL: dict[tuple[str, ...], str] = {}
-
-# A :name parameter: not part of a PostgreSQL cast (::type), not inside a quoted string or
-# identifier (those alternatives are matched first and kept as they are).
-_PARAM_OR_QUOTED = re.compile(r"""'(?:[^']|'')*'|"(?:[^"]|"")*"|::|(?<!\w):([A-Za-z_]\w*)|%""")
-
-
-@functools.lru_cache(maxsize=4096)
-def pyformat(sql: str) -> str:
-    """``sql`` with its ``:name`` parameters written ``%(name)s`` (and ``%`` as ``%%``).
-
-    Quoted strings and identifiers and PostgreSQL's ``::`` casts are left alone. Cached: a
-    statement is converted once.
-    """
-
-    def convert(m: re.Match[str]) -> str:
-        text = m.group(0)
-        if text == "%":
-            return "%%"
-        if m.group(1) is not None:
-            return f"%({m.group(1)})s"
-        return text
-
-    return _PARAM_OR_QUOTED.sub(convert, sql)
-
-
-class PyformatConnection:
-    """Runs ``:name`` statements on a driver of paramstyle ``pyformat`` (psycopg).
-
-    Each statement is converted by ``pyformat`` (cached: once per statement text).
-    """
-
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
-
-    def execute(self, sql: str, params: Any = None) -> Any:
-        """Execute one statement; the driver's cursor."""
-        if params is None:  # no parameters: a driver takes the text as it is
-            return self.conn.execute(sql)
-        return self.conn.execute(pyformat(sql), params)
-
-    def executemany(self, sql: str, rows: Sequence[Any]) -> Any:
-        """Execute one statement for each row of parameters."""
-        return self.conn.executemany(pyformat(sql), rows)
-
 
 class SqlTx(Tx):
     """The contract's statements on one DB-API connection inside an open transaction.

@@ -21,7 +21,8 @@ from sqlalchemy.dialects.postgresql import psycopg
 
 from sqew.backends import open_backend
 from sqew.backends.base import QueueRow, Tx
-from sqew.backends.sql import INSERT_CHUNK, SqlTx, pyformat
+from sqew.backends.paramstyle import pyformat
+from sqew.backends.sql import INSERT_CHUNK, SqlTx
 from sqew.backends.sqlite import SqliteTx, connection
 
 
