@@ -35,6 +35,9 @@ INSERT_CHUNK = 100
 """Rows per multi-row ``INSERT`` of the neutral ``insert_messages`` (800 parameters)."""
 
 _COUNTER_SQL: dict[tuple[str, ...], str] = {}
+LEASE_EXPIRED = "lease expired"
+"""``last_error`` of a message dead-lettered because its last allowed lease ran out."""
+
 
 class SqlTx(Tx):
     """The contract's statements on one DB-API connection inside an open transaction.
@@ -216,10 +219,12 @@ class SqlTx(Tx):
         return self._rowcount(
             "UPDATE messages SET queue_id = :dlq, lease_expires_at = NULL, token = NULL, "
             f"available_at = :now, expires_at = :exp, lifo = {self._bool(dlq.lifo)}, "
-            "origin_queue = :origin WHERE queue_id = :q AND lease_expires_at IS NOT NULL "
+            "origin_queue = :origin, last_error = :err || "
+            "COALESCE('; before: ' || last_error, '') "
+            "WHERE queue_id = :q AND lease_expires_at IS NOT NULL "
             "AND lease_expires_at <= :now AND attempts >= :max",
             {"dlq": dlq.id, "now": now, "exp": now + dlq.retention_ms, "origin": origin,
-             "q": queue_id, "max": max_attempts},
+             "q": queue_id, "max": max_attempts, "err": LEASE_EXPIRED},
         )
 
     def release_expired(self, queue_id: int, now: int) -> int:

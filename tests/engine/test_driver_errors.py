@@ -90,18 +90,18 @@ def test_a_write_session_after_the_disk_filled_up(db: Path) -> None:
         conn = session.tx.c  # type: ignore[attr-defined]
         pages = conn.execute("PRAGMA page_count").fetchone()[0]
         conn.execute(f"PRAGMA max_page_count={pages + 3}")  # a disk with 3 pages left
-        session.begin()
-        assert session.in_transaction  # type: ignore[attr-defined]
+        session.begin_waiting()  # type: ignore[attr-defined]
+        assert session.in_transaction
         conn.execute("CREATE TABLE big (a)")
         exc = raised(lambda: conn.execute("INSERT INTO big VALUES (?)", ("x" * 100_000,)))
         err = translate(exc)
         assert (type(err), err.message) == (
             errors.Unavailable, "the disk holding the database is full"
         )
-        assert not session.in_transaction  # type: ignore[attr-defined]
+        assert not session.in_transaction
         session.rollback()
-        assert session.try_begin()
-        session.commit()
+        assert session.try_begin()  # type: ignore[attr-defined]
+        session.commit_now()  # type: ignore[attr-defined]
     finally:
         session.close()
         backend.close()

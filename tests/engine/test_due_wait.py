@@ -9,8 +9,9 @@ through the backend's ``trace`` hook (every statement a connection runs).
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import msgspec
@@ -45,31 +46,40 @@ def msg(**fields: int) -> models.MessageIn:
     return models.MessageIn(payload=msgspec.Raw(b"1"), **fields)
 
 
-def delayed_until_it_expires(service: QueueService) -> None:
-    service.enqueue("q", [msg(delay_ms=1000, ttl_ms=1000)])
-
-
-def nacked_past_its_expiry(service: QueueService) -> None:
-    service.enqueue("q", [msg(ttl_ms=1000)])
-    (m,) = service.poll("q")
+async def nacked_past_its_expiry(service: QueueService) -> None:
+    """A message whose nack delay ends after its TTL (an enqueue with ``delay_ms >= ttl_ms``
+    is refused, but a nack's delay or backoff may pass the expiry)."""
+    await service.enqueue("q", [msg(ttl_ms=1000)])
+    (m,) = await service.poll("q")
     nack = msgspec.convert({"id": m.id, "token": m.token, "delay_ms": 1000}, models.NackIn)
-    assert [r.status for r in service.nack("q", [nack])] == ["requeued"]
+    assert [r.status for r in await service.nack("q", [nack])] == ["requeued"]
 
 
-@pytest.mark.parametrize("setup", [delayed_until_it_expires, nacked_past_its_expiry])
+async def leased_past_its_expiry(service: QueueService) -> None:
+    """A message leased for longer than it lives, the lease not yet swept when the poll
+    starts (it ends a moment after the message expires)."""
+    await service.enqueue("q", [msg(ttl_ms=1000)])
+    assert len(await service.poll("q", visibility_ms=1050)) == 1
+
+
+@pytest.mark.parametrize("setup", [nacked_past_its_expiry, leased_past_its_expiry])
 def test_a_long_poll_does_not_spin_on_a_message_that_expires_when_due(
-    tmp_path: Path, setup: Callable[[QueueService], None]
+    tmp_path: Path, setup: Callable[[QueueService], Awaitable[None]]
 ) -> None:
     statements = Statements()
     # The reaper is set aside: it would delete the expired message during the wait, and the
     # poll must not depend on that.
     service = QueueService(open_backend(tmp_path / "q.db", trace=statements),
                            reap_interval_ms=600_000)
-    try:
-        service.create_queue(models.QueueCreate(name="q"))
-        setup(service)
+
+    async def run() -> list[models.LeasedMessage]:
+        await service.create_queue(models.QueueCreate(name="q"))
+        await setup(service)
         statements.take()
-        assert service.poll("q", wait_ms=WAIT_MS) == []
+        return await service.poll("q", wait_ms=WAIT_MS)
+
+    try:
+        assert asyncio.run(run()) == []
         claims = [s for s in statements.take() if s.startswith(CLAIM)]
     finally:
         service.close()

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sqew import errors
-from sqew.backends.base import WriteSession
+from sqew.backends.base import Offload, WriteSession
 from sqew.backends.errors import is_busy, translate
 from sqew.backends.sqlite import connection
 from sqew.backends.sqlite.checkpoint import WAL_BOUND_PAGES, Checkpointer
@@ -54,6 +54,18 @@ class SqliteWriteSession(WriteSession):
         self._closed = False
         self._checkpointer = Checkpointer(path, connect)
 
+    async def begin(self, offload: Offload) -> None:  # type: ignore[override]
+        """Take the write lock now if it is free; else wait for it through ``offload``."""
+        if not self.try_begin():
+            await offload(self.begin_waiting)
+
+    async def commit(self, offload: Offload) -> None:  # type: ignore[override]
+        """Commit; under durability ``full`` the commit waits for the disk: offloaded."""
+        if self.commit_waits:
+            await offload(self.commit_now)
+        else:
+            self.commit_now()
+
     @property
     def in_transaction(self) -> bool:
         """Whether a transaction is open on the connection.
@@ -66,6 +78,7 @@ class SqliteWriteSession(WriteSession):
         return self._conn.in_transaction
 
     def try_begin(self) -> bool:
+        """Begin a write transaction if the write lock is free now; False if it is not."""
         if not self._lock.acquire(wait=False):
             return False
         try:
@@ -80,7 +93,8 @@ class SqliteWriteSession(WriteSession):
             raise
         return True
 
-    def begin(self) -> None:
+    def begin_waiting(self) -> None:
+        """Begin a write transaction, waiting for the write lock (blocking)."""
         self._lock.acquire(wait=True)
         try:
             self._conn.execute(f"PRAGMA busy_timeout={connection.BUSY_TIMEOUT_MS}")
@@ -94,7 +108,8 @@ class SqliteWriteSession(WriteSession):
                 raise translate(exc) from exc
             raise
 
-    def commit(self) -> None:
+    def commit_now(self) -> None:
+        """Commit the open transaction (blocking under durability ``full``)."""
         try:
             self._conn.execute("COMMIT")
         except sqlite3.Error as exc:

@@ -24,7 +24,7 @@ async def list_dlq(
 ) -> models.MessageList:
     """Messages in the queue's DLQ by id, after ``after_id`` (for paging)."""
     rt = runtime(request)
-    return models.MessageList(await rt.run(rt.service.dlq_list, q, limit, after_id))
+    return models.MessageList(await rt.service.dlq_list(q, limit, after_id))
 
 
 @post("/queues/{q:str}/dlq/requeue", operation_id="requeueDlq", status_code=200,
@@ -35,7 +35,7 @@ async def requeue_dlq(request: Req, q: QueuePath) -> models.Requeued:
     body = await request.body()
     ids = decode(body, models.RequeueIn).ids if body.strip() else None
     rt = runtime(request)
-    return models.Requeued(await rt.run(rt.service.dlq_requeue, q, ids))
+    return models.Requeued(await rt.service.dlq_requeue(q, ids))
 
 
 @post("/queues/{q:str}/dlq/purge", operation_id="purgeDlq", status_code=200,
@@ -43,7 +43,7 @@ async def requeue_dlq(request: Req, q: QueuePath) -> models.Requeued:
 async def purge_dlq(request: Req, q: QueuePath) -> models.Purged:
     """Delete every message of the queue's DLQ."""
     rt = runtime(request)
-    return models.Purged(await rt.run(rt.service.dlq_purge, q))
+    return models.Purged(await rt.service.dlq_purge(q))
 
 
 HANDLERS = [list_dlq, requeue_dlq, purge_dlq]
