@@ -183,6 +183,11 @@ class EnqueueBatchResult(Struct):
     messages: list[EnqueueResult]
 
 
+OriginQueue = Annotated[
+    str, Meta(description="The queue a dead-lettered message came from (only on a DLQ's messages).")
+]
+
+
 class Message(Struct, kw_only=True):
     """A stored message. ``payload`` is the decoded JSON value (raw JSON on the server side)."""
 
@@ -196,6 +201,7 @@ class Message(Struct, kw_only=True):
     available_at: int
     expires_at: int
     last_error: str | None
+    origin_queue: OriginQueue | UnsetType = UNSET
 
 
 class LeasedMessage(Message, kw_only=True):

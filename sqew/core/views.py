@@ -47,6 +47,7 @@ def message(row: MessageRow, queue_name: str) -> models.Message:
         available_at=row.available_at,
         expires_at=row.expires_at,
         last_error=row.last_error,
+        origin_queue=_origin(row),
     )
 
 
@@ -63,12 +64,18 @@ def leased(row: MessageRow, q: QueueRow) -> models.LeasedMessage:
         available_at=row.available_at,
         expires_at=row.expires_at,
         last_error=row.last_error,
+        origin_queue=_origin(row),
         token=row.token or "",
         lease_expires_at=row.lease_expires_at or 0,
     )
     if q.hmac_secret:
         m.signature = rules.sign(q.hmac_secret, row.payload)
     return m
+
+
+def _origin(row: MessageRow) -> str | msgspec.UnsetType:
+    """A DLQ message's original queue; absent (not null) on other messages (SPEC §2)."""
+    return msgspec.UNSET if row.origin_queue is None else row.origin_queue
 
 
 def stats(

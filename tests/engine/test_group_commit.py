@@ -16,7 +16,7 @@ import pytest
 import sqew
 from sqew import errors, models
 from sqew.backends import open_backend
-from sqew.backends import sqlite as sqlite_backend
+from sqew.backends.sqlite import connection as sqlite_connection
 from sqew.core.service import QueueService
 
 T = TypeVar("T")
@@ -244,7 +244,7 @@ def test_a_merge_whose_group_failed_before_it_ran_takes_no_more_requests(
 ) -> None:
     """A group can fail before it runs its writes (the write lock never came); requests that
     arrive later start a new merge instead of joining the one that has ended."""
-    monkeypatch.setattr(sqlite_backend, "BUSY_TIMEOUT_MS", 200)  # give up on the lock soon
+    monkeypatch.setattr(sqlite_connection, "BUSY_TIMEOUT_MS", 200)  # give up on the lock soon
     blocker = sqlite3.connect(db, isolation_level=None)  # a writer that is no committer
     blocker.execute("BEGIN IMMEDIATE")
 
