@@ -6,22 +6,10 @@ import hashlib
 import hmac
 import random
 
-from sqew import errors
+from sqew import errors, models
 
-DEFAULTS: dict[str, object] = {
-    "visibility_ms": 30_000,
-    "max_attempts": 5,
-    "backoff_base_ms": 1000,
-    "backoff_max_ms": 900_000,
-    "retention_ms": 345_600_000,
-    "dedup_window_ms": 300_000,
-    "max_payload_bytes": 262_144,
-    "max_depth": 0,
-    "rate_limit_per_s": 0.0,
-    "order": "fifo",
-    "archive": False,
-    "hmac_secret": None,
-}
+DEFAULTS: dict[str, object] = dict(models.SETTING_DEFAULTS)
+"""Each queue setting's default, as ``models.QueueSettings`` declares it."""
 
 DLQ_SUFFIX = ".dlq"
 
@@ -53,7 +41,7 @@ def range_error(name: str, low: int, high: int | None = None) -> errors.Validati
     )
 
 
-HMAC_SECRET_MIN_BYTES = 16
+HMAC_SECRET_MIN_BYTES = models.HMAC_SECRET_MIN_BYTES
 
 
 def check_hmac_secret(secret: str | None) -> None:
