@@ -264,9 +264,9 @@ def _settled(
     output.emit(state.json, models.ResultList(results), output.results_lines(results))
     failed = [r for r in results if r.status not in ok]
     if failed:
-        cls = errors.LeaseLost if failed[0].status == "lease_lost" else errors.MessageNotFound
-        raise cls(f"{len(failed)} of {len(results)} {verb}s failed "
-                  f"(first: message {failed[0].id} {failed[0].status})")
+        first = failed[0]
+        raise errors.for_item(first.status, first.id, f"{len(failed)} of {len(results)} {verb}s "
+                              f"failed (first: message {first.id} {first.status})")
 
 
 @app.command("extend-lease")
