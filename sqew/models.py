@@ -29,6 +29,9 @@ MIN_RETENTION_MS = 60_000
 MIN_DEDUP_WINDOW_MS = 1000
 MAX_DEDUP_WINDOW_MS = 604_800_000
 MAX_PAYLOAD_BYTES = 1_048_576
+MIN_RATE_LIMIT_PER_S = 0.00001
+"""The smallest rate limit other than 0 (off): about one message a day. Below it a token bucket
+would ask callers to wait for ages (or for longer than a float can say)."""
 HMAC_SECRET_MIN_BYTES = 16
 MAX_INT64 = 2**63 - 1
 """The largest integer a database column holds (signed 64-bit): every unbounded integer of a
@@ -84,9 +87,10 @@ MaxPayloadBytes = Annotated[int, Meta(
 MaxDepth = Annotated[int, Meta(
     ge=0, le=MAX_INT64, description="Most messages held (a quota); 0 = unlimited",
     extra={"default": 0})]
+# 0 or at least MIN_RATE_LIMIT_PER_S: a gap no constraint can say, checked in __post_init__.
 RateLimitPerS = Annotated[float, Meta(
     ge=0, le=MAX_FLOAT, description="Enqueues per second (a token bucket); 0 = off",
-    extra={"default": 0.0})]
+    extra={"default": 0.0, "range": f"0 (off), or ≥ {MIN_RATE_LIMIT_PER_S:.5f}"})]
 Order = Annotated[Literal["fifo", "lifo"], Meta(
     description="Order within one priority", extra={"default": "fifo"})]
 Archive = Annotated[bool, Meta(
@@ -135,6 +139,15 @@ class QueueSettings(_Request, kw_only=True):
     order: Order | UnsetType = UNSET
     archive: Archive | UnsetType = UNSET
     hmac_secret: HmacSecret | UnsetType | None = UNSET
+
+    def __post_init__(self) -> None:
+        # msgspec turns a ValueError here into a ValidationError wherever the model is built
+        # (an HTTP body, a Client call, the CLI), like a Meta constraint.
+        rate = self.rate_limit_per_s
+        if not isinstance(rate, UnsetType) and 0 < rate < MIN_RATE_LIMIT_PER_S:
+            raise ValueError(
+                f"rate_limit_per_s must be 0 (off) or at least {MIN_RATE_LIMIT_PER_S:.5f}"
+            )
 
 
 class Setting(NamedTuple):

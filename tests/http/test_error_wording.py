@@ -1,14 +1,18 @@
 """Over real HTTP: request bodies that fail validation are worded like the service's own checks
-(never msgspec's ``Expected `int` <= 1000 - at `$.priority```), with the field in ``details``."""
+(never msgspec's ``Expected `int` <= 1000 - at `$.priority```), with the field in ``details``;
+and a rate limit's ``Retry-After`` is whole seconds, at most a day, whatever the stored rate."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+
+from sqew import errors
 
 
 @pytest.fixture
@@ -29,6 +33,8 @@ BAD_BODIES = [
      "must be a string of 1 to 128 characters, printable ASCII"),
     ("/queues", {"name": "x", "visibility_ms": "long"}, "visibility_ms",
      "must be an integer between 0 and 43200000 (got a string)"),
+    ("/queues", {"name": "x", "rate_limit_per_s": 1e-300}, "rate_limit_per_s",
+     "must be 0 (off) or at least 0.00001"),
     ("/queues/q/ack", {"acks": [{"id": 0, "token": "t"}]}, "acks[0].id",
      "must be an integer between 1 and 9223372036854775807"),
 ]
@@ -50,3 +56,17 @@ def test_unknown_and_missing_fields_are_named(http: httpx.Client) -> None:
     assert unknown["message"] == "unknown field 'prio'"
     missing = http.post("/queues/q/messages", json={"messages": [{"priority": 1}]})
     assert missing.json()["error"]["message"] == "messages[0].payload is required"
+
+
+def test_retry_after_is_at_most_a_day_even_for_a_denormal_stored_rate(
+    http: httpx.Client,
+) -> None:
+    # A rate below today's smallest can only come from an older database: write it directly.
+    assert http.patch("/queues/q", json={"rate_limit_per_s": 1}).status_code == 200
+    with sqlite3.connect(http.db) as db:  # type: ignore[attr-defined]
+        db.execute("UPDATE queues SET rate_limit_per_s = 5e-324 WHERE name = 'q'")
+    db.close()
+    assert http.post("/queues/q/messages", json={"payload": 1}).status_code == 201
+    limited = http.post("/queues/q/messages", json={"payload": 2})
+    assert limited.status_code == errors.RateLimited.status, limited.text
+    assert limited.headers["retry-after"] == "86400"
