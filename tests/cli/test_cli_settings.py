@@ -43,6 +43,13 @@ def test_queue_add_and_update_offer_every_setting_with_its_default_and_range(loc
             assert words + (f" Range: {s.range}." if s.range else "") in text, (command, words)
 
 
+def test_flags_show_no_value_type_in_help(local_sqew) -> None:
+    for args in (("--help",), ("queue", "add", "--help"), ("message", "enqueue", "--help")):
+        result = local_sqew.ok(*args)
+        assert "<bool>" not in result.stdout, result.stdout
+        assert re.search(r"--help +-h +Show this message", result.stdout), result.stdout
+
+
 def test_every_setting_changes_through_queue_update(sqew) -> None:
     q = sqew.name("q")
     sqew.arrange(q).close()
