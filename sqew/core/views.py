@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from sqew import models
@@ -11,23 +13,23 @@ from sqew.core import rules
 _decode_attrs = msgspec.json.Decoder(dict[str, str]).decode
 
 
+# The settings a queue object shows, each with the type its column is read as: all but the
+# write-only hmac_secret, and `order`, which the table keeps as the `lifo` flag.
+_SHOWN = tuple(
+    (s.name, s.type) for s in models.SETTINGS
+    if s.name in models.Queue.__struct_fields__ and s.name != "order"
+)
+
+
 def queue(row: QueueRow, stats: models.Stats | None = None) -> models.Queue:
     """A queue object (never the HMAC secret)."""
+    settings: dict[str, Any] = {name: cast(getattr(row, name)) for name, cast in _SHOWN}
     q = models.Queue(
         name=row.name,
         dlq=None if row.parent_id is not None else rules.dlq_name(row.name),
-        visibility_ms=row.visibility_ms,
-        max_attempts=row.max_attempts,
-        backoff_base_ms=row.backoff_base_ms,
-        backoff_max_ms=row.backoff_max_ms,
-        retention_ms=row.retention_ms,
-        dedup_window_ms=row.dedup_window_ms,
-        max_payload_bytes=row.max_payload_bytes,
-        max_depth=row.max_depth,
-        rate_limit_per_s=float(row.rate_limit_per_s),
         order="lifo" if row.lifo else "fifo",
-        archive=bool(row.archive),
         created_at=row.created_at,
+        **settings,
     )
     if stats is not None:
         q.stats = stats
