@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import abc
 import os
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import msgspec
 
-from sqew import errors, models
+from sqew import errors, jsonlimits, models
 
 
 class Client(abc.ABC):
@@ -21,7 +22,14 @@ class Client(abc.ABC):
 
     ``Client(target)`` picks the implementation: an ``http://``/``https://`` URL gives an
     ``HttpClient``; a file path, ``sqlite:///…`` or database URL gives a ``LocalClient``.
+
+    Attributes:
+        max_json_depth: the deepest payload this client enqueues (``sqew.jsonlimits``): SPEC's
+            default on a database; for a server, the most any server allows, as the server
+            applies its own ``max_json_depth``.
     """
+
+    max_json_depth: int = jsonlimits.DEFAULT_MAX_DEPTH
 
     def __new__(
         cls, target: str | os.PathLike[str] = "sqew.db", *args: Any, **kwargs: Any
@@ -196,36 +204,71 @@ class Client(abc.ABC):
         raise NotImplementedError
 
 
-def message_in(payload: Any, **fields: Any) -> models.MessageIn:
-    """Validate one message given as Python values (payload any JSON-serialisable value)."""
+def message_in(
+    payload: Any, *, max_json_depth: int = jsonlimits.DEFAULT_MAX_DEPTH, **fields: Any
+) -> models.MessageIn:
+    """Validate one message given as Python values (payload any JSON-serialisable value).
+
+    A ``msgspec.Raw`` payload is JSON text, kept as it is.
+
+    Args:
+        payload: the payload.
+        max_json_depth: the deepest payload accepted.
+        fields: the message's other fields (``priority``, ``attributes``, …).
+
+    Raises:
+        sqew.errors.ValidationError: a field out of range, a payload that is not JSON, nested
+            deeper than ``max_json_depth``, or holding a number no client could decode back.
+    """
+    body = {k: v for k, v in fields.items() if v is not None}
+    body["payload"] = payload_text(payload, max_json_depth)
+    result: models.MessageIn = convert(body, models.MessageIn)
+    return result
+
+
+def payload_text(payload: Any, max_json_depth: int) -> msgspec.Raw:
+    """A payload as checked JSON text (see ``message_in``)."""
     try:
-        raw = msgspec.Raw(_encode(payload))
+        text = _encode(payload)
+    except RecursionError:  # nested far deeper than any limit: the encoder ran out of stack
+        raise jsonlimits.depth_error(max_json_depth) from None
     except (TypeError, ValueError, OverflowError) as exc:
         raise errors.ValidationError(
             f"payload is not JSON-serialisable: {exc}",
             details=[{"field": "payload", "message": str(exc)}],
         ) from None
-    body = {k: v for k, v in fields.items() if v is not None}
-    body["payload"] = raw
-    result: models.MessageIn = convert(body, models.MessageIn)
-    return result
+    jsonlimits.check_depth(text, max_json_depth)
+    if isinstance(payload, msgspec.Raw):
+        # Encoded Python values always decode back (floats are written with repr, too-long
+        # integers refused by the encoder); text given as is may not.
+        jsonlimits.check_numbers(text)
+    return msgspec.Raw(text)
 
 
-def message_from_mapping(item: Mapping[str, Any]) -> models.MessageIn:
+def message_from_mapping(
+    item: Mapping[str, Any], *, max_json_depth: int = jsonlimits.DEFAULT_MAX_DEPTH
+) -> models.MessageIn:
     """A message given as a mapping with ``payload`` and optional fields."""
     if not isinstance(item, Mapping) or "payload" not in item:
         raise errors.ValidationError(
             "each message needs a payload", details=[{"field": "payload", "message": "required"}]
         )
-    fields = dict(item)
-    payload = fields.pop("payload")
-    return message_in(payload, **fields)
+    fields = {k: v for k, v in item.items() if v is not None}
+    fields["payload"] = payload_text(item["payload"], max_json_depth)
+    result: models.MessageIn = convert(fields, models.MessageIn)
+    return result
 
 
 _MESSAGE_LIST = list[models.MessageIn]
 
 
-def messages_in(items: Iterable[Mapping[str, Any]]) -> list[models.MessageIn]:
+class _OneByOne(Exception):
+    """The batch needs the precise checks, message by message."""
+
+
+def messages_in(
+    items: Iterable[Mapping[str, Any]], *, max_json_depth: int = jsonlimits.DEFAULT_MAX_DEPTH
+) -> list[models.MessageIn]:
     """Validate a batch of messages given as mappings, in one pass.
 
     Errors name the message: ``message <i>: <reason>`` (found again one by one, off the
@@ -235,7 +278,13 @@ def messages_in(items: Iterable[Mapping[str, Any]]) -> list[models.MessageIn]:
     bodies: list[dict[str, Any]] = []
     try:
         for item in batch:
-            raw = msgspec.Raw(_encode(item["payload"]))
+            payload = item["payload"]
+            text = _encode(payload)
+            if text.count(b"[") + text.count(b"{") > max_json_depth or (
+                isinstance(payload, msgspec.Raw) and jsonlimits.may_overflow(text)
+            ):
+                raise _OneByOne  # it may be too deep or hold a bad number: check it precisely
+            raw = msgspec.Raw(text)
             if len(item) == 1:  # the common case: nothing but the payload
                 body = {"payload": raw}
             else:
@@ -244,17 +293,18 @@ def messages_in(items: Iterable[Mapping[str, Any]]) -> list[models.MessageIn]:
             bodies.append(body)
         result: list[models.MessageIn] = msgspec.convert(bodies, _MESSAGE_LIST)
         return result
-    except (msgspec.ValidationError, TypeError, ValueError, OverflowError, KeyError,
-            AttributeError):
+    except (_OneByOne, msgspec.ValidationError, TypeError, ValueError, OverflowError, KeyError,
+            AttributeError, RecursionError):
         pass
+    out: list[models.MessageIn] = []
     for i, item in enumerate(batch):
         try:
-            message_from_mapping(item)
+            out.append(message_from_mapping(item, max_json_depth=max_json_depth))
         except errors.ValidationError as exc:
             raise errors.ValidationError(
                 f"message {i}: {exc.message}", details=exc.details
             ) from None
-    raise AssertionError("a batch failed to validate but each message is valid")  # pragma: no cover
+    return out
 
 
 def convert(obj: Any, type_: type[Any]) -> Any:
@@ -262,12 +312,28 @@ def convert(obj: Any, type_: type[Any]) -> Any:
     try:
         return msgspec.convert(obj, type_)
     except msgspec.ValidationError as exc:
-        raise validation_error(exc) from None
+        raise validation_error(exc, source=obj) from None
 
 
-def validation_error(exc: msgspec.ValidationError) -> errors.ValidationError:
-    """A msgspec validation failure as SPEC's ValidationError with ``details``."""
+_AT_KEY = re.compile(r" - at `key` in `(\$[^`]*)`$")
+_PATH_STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
+_KEY_LENGTH = re.compile(r"of length ([<>]=) (\d+)")
+
+
+def validation_error(
+    exc: msgspec.ValidationError, *, source: Any = None
+) -> errors.ValidationError:
+    """A msgspec validation failure as SPEC's ValidationError with ``details``.
+
+    Args:
+        exc: the failure.
+        source: what failed to validate (the decoded value, or its JSON text), to name the
+            offending key when a mapping's key is invalid.
+    """
     text = str(exc)
+    at_key = _AT_KEY.search(text)
+    if at_key is not None:
+        return _key_error(text[: at_key.start()], at_key.group(1), source)
     path = text.rsplit(" - at `", 1)[1].rstrip("`") if " - at `" in text else "$"
     field = path[2:] if path.startswith("$.") else path
     reason = text.split(" - at `")[0]
@@ -276,6 +342,47 @@ def validation_error(exc: msgspec.ValidationError) -> errors.ValidationError:
             reason = f"Expected `str` of {hint}"
             text = f"{reason} - at `{path}`"
     return errors.ValidationError(text, details=[{"field": field, "message": reason}])
+
+
+def _key_error(reason: str, path: str, source: Any) -> errors.ValidationError:
+    """A mapping's key is invalid (msgspec says "at `key` in `$.attributes`"): the field is
+    the mapping, and the message names the key when ``source`` shows which one it is."""
+    field = path[2:] if path.startswith("$.") else path
+    key = _bad_key(reason, path, source)
+    which = "a key" if key is None else f"key {_shorten(key)!r}"
+    return errors.ValidationError(
+        f"{reason} - at {which} of `{path}`",
+        details=[{"field": field, "message": f"{which}: {reason}"}],
+    )
+
+
+def _bad_key(reason: str, path: str, source: Any) -> str | None:
+    """The first key of the mapping at ``path`` in ``source`` that breaks a length limit."""
+    limit = _KEY_LENGTH.search(reason)
+    if limit is None or source is None:
+        return None
+    if isinstance(source, bytes | bytearray | memoryview):
+        try:
+            source = msgspec.json.decode(source)  # the error path only; depth was checked
+        except (msgspec.DecodeError, RecursionError):
+            return None
+    node = source
+    for name, index in _PATH_STEP.findall(path[1:]):
+        try:
+            node = node[int(index)] if index else node[name]
+        except (KeyError, IndexError, TypeError):
+            return None
+    if not isinstance(node, Mapping):
+        return None
+    op, bound = limit.group(1), int(limit.group(2))
+    for key in node:
+        if isinstance(key, str) and (len(key) > bound if op == "<=" else len(key) < bound):
+            return key
+    return None
+
+
+def _shorten(text: str, most: int = 20) -> str:
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 _encode = msgspec.json.Encoder().encode
