@@ -27,6 +27,7 @@ from litestar.utils.scope.state import ScopeState
 
 from sqew import errors, jsonlimits, models
 from sqew.client.base import validation_error
+from sqew.config import Settings
 
 T = TypeVar("T")
 
@@ -96,6 +97,12 @@ def batch_key(key: bytes) -> re.Pattern[bytes]:
     is decoded as a single item, whose decoder rejects unknown fields.
     """
     return re.compile(rb'[ \t\r\n]*\{[ \t\r\n]*"' + re.escape(key) + rb'"[ \t\r\n]*:')
+
+
+async def read_json(request: Request[Any, Any, Any], type_: type[T], settings: Settings) -> T:
+    """Read and decode a body that carries no payload (see ``read_body`` and ``decode``)."""
+    body = await read_body(request, settings.max_body_bytes)
+    return decode(body, type_, settings.max_json_depth)
 
 
 def decode(body: bytes, type_: type[T], max_depth: int) -> T:

@@ -32,8 +32,8 @@ async def list_dlq(
       summary="Move dead-lettered messages back to their queue")
 async def requeue_dlq(request: Req, q: wire.QueuePath) -> models.Requeued:
     """Move DLQ messages (all, or ``{"ids": [...]}``) back with attempts reset to 0."""
-    body = await request.body()
     rt = runtime(request)
+    body = await wire.read_body(request, rt.settings.max_body_bytes)
     ids = (wire.decode(body, models.RequeueIn, rt.settings.max_json_depth).ids if body.strip()
            else None)
     return models.Requeued(await rt.run(rt.service.dlq_requeue, q, ids))

@@ -133,8 +133,8 @@ async def ack(request: Req, q: wire.QueuePath) -> ASGIApp:
       opt={"body": models.NackIn | models.NackBatchIn}, summary="Release leases for a retry")
 async def nack(request: Req, q: wire.QueuePath) -> models.ResultList:
     """Nack ``{"id", "token", "delay_ms"?, "error"?}`` or ``{"nacks": [...]}``."""
-    body = await request.body()
     rt = runtime(request)
+    body = await wire.read_body(request, rt.settings.max_body_bytes)
     if _NACKS.match(body):
         items = wire.decode(body, models.NackBatchIn, rt.settings.max_json_depth).nacks
         return models.ResultList(await rt.run(rt.service.nack, q, items))
@@ -150,7 +150,7 @@ async def nack(request: Req, q: wire.QueuePath) -> models.ResultList:
 async def extend_lease(request: Req, q: wire.QueuePath) -> models.LeaseExtended:
     """Set the lease of a held message to end ``ms`` from now."""
     rt = runtime(request)
-    item = wire.decode(await request.body(), models.ExtendLeaseIn, rt.settings.max_json_depth)
+    item = await wire.read_json(request, models.ExtendLeaseIn, rt.settings)
     return await rt.run(rt.service.extend_lease, q, item.id, item.token, item.ms)
 
 

@@ -18,7 +18,7 @@ Req = Request[Any, Any, Any]
 async def create_queue(request: Req) -> models.Queue:
     """Create a queue named ``name`` with optional settings; its DLQ is ``name.dlq``."""
     rt = runtime(request)
-    spec = wire.decode(await request.body(), models.QueueCreate, rt.settings.max_json_depth)
+    spec = await wire.read_json(request, models.QueueCreate, rt.settings)
     return await rt.run(rt.service.create_queue, spec)
 
 
@@ -41,7 +41,7 @@ async def get_queue(request: Req, q: wire.QueuePath) -> models.Queue:
 async def update_queue(request: Req, q: wire.QueuePath) -> models.Queue:
     """Change some settings of a queue; the others keep their values."""
     rt = runtime(request)
-    settings = wire.decode(await request.body(), models.QueueSettings, rt.settings.max_json_depth)
+    settings = await wire.read_json(request, models.QueueSettings, rt.settings)
     return await rt.run(rt.service.update_queue, q, settings)
 
 
