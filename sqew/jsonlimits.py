@@ -95,15 +95,34 @@ def depth_error(
 
 def depth(text: bytes) -> int:
     """How deep arrays and objects nest in ``text``, brackets inside strings not counted."""
+    # Every opener is +1 and every closer -1: the depth is the highest running sum.
+    return max(0, max(itertools.accumulate(_steps(text)), default=0))
+
+
+def too_deep_item(text: bytes, allowed: int, item_depth: int) -> int | None:
+    """Which item of a list (items at ``item_depth``, e.g. 3 for the messages of
+    ``{"messages": [{...}, ...]}``) first nests deeper than ``allowed``, counting from 0.
+
+    For naming the item in an error: it runs a Python loop over the brackets before the one
+    too deep, so call it only once ``check_depth`` has failed.
+    """
+    running = list(itertools.accumulate(_steps(text)))
+    try:
+        first = running.index(allowed + 1)  # the depth rises one by one: it passes there
+    except ValueError:
+        return None
+    opened = sum(1 for before, after in itertools.pairwise(running[: first + 1])
+                 if before == item_depth - 1 and after == item_depth)
+    return opened - 1 if opened else None
+
+
+def _steps(text: bytes) -> memoryview:
+    """+1 for every opening and -1 for every closing bracket of ``text``, outside strings."""
     # Only quotes and brackets matter. Once escapes are gone (see ``_unescaped``), a string
     # with no bracket in it is two adjacent quotes: dropping those first leaves few to split.
     structure = _unescaped(text).translate(None, _NOT_STRUCTURE).replace(b'""', b"")
     brackets = _between_strings(structure) if b'"' in structure else structure
-    if not brackets:
-        return 0
-    # Every opener is +1 and every closer -1: the depth is the highest running sum.
-    steps = memoryview(brackets.translate(_SIGNS)).cast("b")
-    return max(0, max(itertools.accumulate(steps)))
+    return memoryview(brackets.translate(_SIGNS)).cast("b")
 
 
 def check_numbers(text: bytes, *, field: str = "payload") -> None:

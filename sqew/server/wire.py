@@ -144,8 +144,14 @@ def decode_message(body: bytes, max_depth: int) -> models.MessageIn:
 def decode_batch(body: bytes, max_depth: int) -> models.MessageBatchIn:
     """Decode the body of a batch enqueue (see ``decode_message``); errors name the message."""
     _check_text(body)
-    jsonlimits.check_depth(body, max_depth, levels=jsonlimits.BATCH_LEVELS,
-                           what="a payload", field="messages")
+    try:
+        jsonlimits.check_depth(body, max_depth, levels=jsonlimits.BATCH_LEVELS)
+    except errors.ValidationError as exc:
+        i = jsonlimits.too_deep_item(body, max_depth + jsonlimits.BATCH_LEVELS, 3)
+        if i is None:
+            raise
+        details = [{**d, "field": f"messages[{i}].payload"} for d in exc.details or []]
+        raise errors.ValidationError(f"message {i}: {exc.message}", details=details) from None
     batch = _decode(body, models.MessageBatchIn)
     if jsonlimits.may_overflow(body):  # one cheap look at the whole body first
         for i, message in enumerate(batch.messages):
