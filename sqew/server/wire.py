@@ -134,9 +134,9 @@ def decode_message(body: bytes, max_depth: int) -> models.MessageIn:
             ``max_depth``, or holding a number out of every decoder's range.
     """
     _check_text(body)
-    jsonlimits.check_depth(body, max_depth, levels=jsonlimits.MESSAGE_LEVELS)
+    numbers = jsonlimits.check_payload_depth(body, max_depth, levels=jsonlimits.MESSAGE_LEVELS)
     message = _decode(body, models.MessageIn)
-    if jsonlimits.may_overflow(body):
+    if numbers:
         jsonlimits.check_numbers(bytes(message.payload))
     return message
 
@@ -145,7 +145,8 @@ def decode_batch(body: bytes, max_depth: int) -> models.MessageBatchIn:
     """Decode the body of a batch enqueue (see ``decode_message``); errors name the message."""
     _check_text(body)
     try:
-        jsonlimits.check_depth(body, max_depth, levels=jsonlimits.BATCH_LEVELS)
+        numbers = jsonlimits.check_payload_depth(body, max_depth,
+                                                 levels=jsonlimits.BATCH_LEVELS)
     except errors.ValidationError as exc:
         i = jsonlimits.too_deep_item(body, max_depth + jsonlimits.BATCH_LEVELS, 3)
         if i is None:
@@ -153,7 +154,7 @@ def decode_batch(body: bytes, max_depth: int) -> models.MessageBatchIn:
         details = [{**d, "field": f"messages[{i}].payload"} for d in exc.details or []]
         raise errors.ValidationError(f"message {i}: {exc.message}", details=details) from None
     batch = _decode(body, models.MessageBatchIn)
-    if jsonlimits.may_overflow(body):  # one cheap look at the whole body first
+    if numbers:  # the whole body may hold one: look at each payload
         for i, message in enumerate(batch.messages):
             try:
                 jsonlimits.check_numbers(bytes(message.payload))

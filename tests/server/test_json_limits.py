@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sqew
-from sqew import errors
+from sqew import errors, jsonlimits
 
 from .support import SQEW_BIN, envelope
 
@@ -156,6 +156,32 @@ def test_max_json_depth_is_range_checked() -> None:
     for bad in (0, 257, "deep"):
         with pytest.raises(errors.ValidationError, match="max_json_depth"):
             Settings.from_mapping({"max_json_depth": bad})
+
+
+# The depth is measured on the text, before any decoder, with strings (and the brackets and
+# escaped quotes in them) skipped: checked against the decoded value's depth.
+_KEYS = st.text(alphabet='ab"\\[]{}', max_size=4)
+_LEAF = st.one_of(st.none(), st.booleans(), st.integers(), st.text(alphabet='ab"\\[]{}\n/u0 '))
+_VALUE = st.recursive(_LEAF, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                     st.dictionaries(_KEYS, inner, max_size=3)),
+                      max_leaves=12)
+
+
+def _depth_of(value: Any) -> int:
+    children = value.values() if isinstance(value, dict) else value
+    if isinstance(value, list | dict):
+        return 1 + max((_depth_of(v) for v in children), default=0)
+    return 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_VALUE, wrap=st.integers(0, 20))
+def test_the_depth_of_json_text_is_the_depth_of_its_value(value: Any, wrap: int) -> None:
+    for _ in range(wrap):  # some deeper than the few passes that measure shallow JSON
+        value = [value, "]"] if wrap % 2 else {"[": value}
+    for text in (json.dumps(value), json.dumps(value, ensure_ascii=False, indent=1),
+                 msgspec.json.encode(value).decode()):
+        assert jsonlimits.depth(text.encode()) == _depth_of(value), text
 
 
 # --- depth from the Python client ----------------------------------------------------------------
