@@ -1,9 +1,10 @@
 """``python -m bench [suite ...] [options]``: run benchmark suites (default: all).
 
-Suites: ``embedded`` (sqew's Client against raw sqlite3, issue #3) and ``server`` (the REST
-server against its own /healthz ceiling and moto's SQS server, issue #4). Options after the
-suite names go to each suite (``--quick``, ``--json FILE``: with several suites, one file per
-suite, ``FILE.<suite>.json``). Exit status 1 if a target is missed.
+Suites: ``embedded`` (sqew's Client against raw sqlite3, issue #3, and against the embedded
+peers persist-queue and litequeue, issue #10) and ``server`` (the REST server against its own
+/healthz ceiling and moto's SQS server, issue #4). Options after the suite names go to each
+suite (``--quick``, ``--json FILE``: with several suites, one file per suite,
+``FILE.<suite>.json``). Exit status 1 if a target is missed.
 """
 
 from __future__ import annotations

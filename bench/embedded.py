@@ -1,4 +1,5 @@
-"""Embedded benchmark (issue #3): sqew's Client on a SQLite file against raw ``sqlite3``.
+"""Embedded benchmark (issues #3, #10): sqew's Client on a SQLite file against raw ``sqlite3``
+and against the Python queues a user would pick instead (persist-queue, litequeue).
 
 Both sides do the same work on the same table shape (sqew's ``messages`` table and its indexes,
 created from ``sqew.backends.schema``), in WAL mode with ``synchronous=NORMAL``, with 200-byte
@@ -11,8 +12,15 @@ JSON payloads:
 - poll+ack of 10: the same ten at a time (sqew: ``poll(batch=10)`` + ``ack_batch``);
 - depth: sqew's poll+ack of 1 with 1,000,000 ready messages against 1,000.
 
-The machine is shared and noisy, so the sides run in alternating rounds (sqew, raw, sqew, …)
-and each figure is the median of its rounds; ratios compare medians of the same run.
+The peers (``bench.embedded_peers``: persist-queue's ``SQLiteAckQueue``, litequeue's
+``LiteQueue``, at the same durability) take part in the single enqueue and the poll+ack of 1,
+on their own tables. In every round each side's poll+ack of 1 takes exactly the messages its
+single enqueue put, so all four start it from the same state (that many ready messages, one
+at a time, none consumed yet) and drain it.
+
+The machine is shared and noisy, so the sides run in rounds whose order changes every round
+(sqew, raw, …, then reversed, then rotated) and each figure is the median of its rounds;
+ratios compare medians of the same run.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import sqlite3
 import statistics
 import tempfile
@@ -28,9 +37,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import sqew
+from bench.embedded_peers import PEERS, LiteQueuePeer, PersistQueue, versions
 from sqew.backends.schema import metadata
 
 PAYLOAD: dict[str, Any] = {"kind": "order", "data": "x" * 174}
@@ -45,7 +55,7 @@ class Sizes:
     rounds: int
     single: int  # single enqueues per round and side
     batches: int  # batches of 1000 per round and side
-    cycles: int  # messages polled and acked one at a time per round and side
+    cycles: int  # messages polled and acked one at a time per round and side (= single)
     cycles10: int  # messages polled and acked ten at a time per round and side
     deep: int  # ready messages in the deep queue
 
@@ -55,8 +65,16 @@ class Sizes:
         if quick:
             return cls(rounds=5, single=1000, batches=10, cycles=1000, cycles10=5000,
                        deep=100_000)
-        return cls(rounds=9, single=3000, batches=30, cycles=3000, cycles10=10_000,
+        return cls(rounds=9, single=5000, batches=30, cycles=5000, cycles10=10_000,
                    deep=1_000_000)
+
+
+class Side(Protocol):
+    """What every side of a round does (sqew, raw, each peer)."""
+
+    def single(self, n: int) -> None: ...
+    def poll_ack(self, cycles: int, batch: int) -> None: ...
+    def close(self) -> None: ...
 
 
 # --- raw sqlite3 ------------------------------------------------------------------------------
@@ -211,30 +229,36 @@ def run(quick: bool = False, out: Callable[[str], None] = print) -> dict[str, An
         base = Path(tmp)
         for r in range(sizes.rounds):
             out(f"round {r + 1}/{sizes.rounds}")
-            # Fresh files each round, so both sides start from the same state.
-            sides: list[tuple[str, Sqew | Raw]] = [
+            # Fresh files each round, so every side starts from the same state.
+            sides: list[tuple[str, Side]] = _order([
                 ("sqew", Sqew.create(base / f"s{r}.db")), ("raw", Raw(base / f"r{r}.db")),
-            ]
-            if r % 2:
-                sides.reverse()
+                ("persist-queue", PersistQueue(base / f"p{r}", PAYLOAD)),
+                ("litequeue", LiteQueuePeer(base / f"l{r}.db", PAYLOAD)),
+            ], r)
             for side, impl in sides:
                 record("single enqueue", side, _rate(sizes.single, impl.single, sizes.single))
+            # Each side takes back, one at a time, exactly the messages it just put.
             for side, impl in sides:
+                record("poll+ack (1)", side,
+                       _rate(sizes.cycles, impl.poll_ack, sizes.cycles, 1))
+            core = [(side, impl) for side, impl in sides if isinstance(impl, Sqew | Raw)]
+            for side, impl in core:
+                assert isinstance(impl, Sqew | Raw)
                 record("batch enqueue (1000)", side,
                        _rate(sizes.batches * 1000, impl.batch, sizes.batches))
                 if isinstance(impl, Raw):  # for information, not a target
                     record("batch enqueue (1000)", "raw, pre-encoded",
                            _rate(sizes.batches * 1000, impl.batch_text, sizes.batches))
-            for side, impl in sides:
-                record("poll+ack (1)", side,
-                       _rate(sizes.cycles, impl.poll_ack, sizes.cycles, 1))
-            for side, impl in sides:
+            for side, impl in core:
                 record("poll+ack (10)", side,
                        _rate(sizes.cycles10, impl.poll_ack, sizes.cycles10, 10))
             for _, impl in sides:
                 impl.close()
             for f in base.iterdir():
-                f.unlink()
+                if f.is_dir():  # persist-queue's directory
+                    shutil.rmtree(f)
+                else:
+                    f.unlink()
 
         out(f"depth: filling {sizes.deep:,} ready messages")
         shallow, deep = _client(base / "shallow.db"), _client(base / "deep.db")
@@ -259,7 +283,42 @@ def run(quick: bool = False, out: Callable[[str], None] = print) -> dict[str, An
     medians = {name: {side: statistics.median(v) for side, v in sides_.items()}
                for name, sides_ in results.items()}
     return {"machine": machine(load_before, started, cpu_started), "sizes": vars(sizes),
-            "medians": medians, "rounds": results, "targets": targets(medians)}
+            "medians": medians, "rounds": results, "targets": targets(medians),
+            "peers": peers(medians, results)}
+
+
+def _order(sides: list[tuple[str, Side]], r: int) -> list[tuple[str, Side]]:
+    """Round ``r``'s order: rotated by one every two rounds, reversed in odd rounds.
+
+    Over eight rounds every side runs in every position, and sqew runs before raw about as
+    often as after (the host's speed drifts within a round too).
+    """
+    k = (r // 2) % len(sides)
+    rotated = sides[k:] + sides[:k]
+    return rotated[::-1] if r % 2 else rotated
+
+
+PEER_MEASURES = ("single enqueue", "poll+ack (1)")
+
+
+def peers(
+    medians: dict[str, dict[str, float]], rounds: dict[str, dict[str, list[float]]]
+) -> dict[str, dict[str, float]]:
+    """Per measure run by the peers: each side's median (msg/s) and sqew's ratio to each peer.
+
+    ``sqew/<peer>`` divides the medians (what the targets use); ``sqew/<peer> by round`` is
+    the median of the ratios within each round, less swayed by the host's speed changing
+    between rounds (for reading, not a target).
+    """
+    out: dict[str, dict[str, float]] = {}
+    for name in PEER_MEASURES:
+        m, r = medians[name], rounds[name]
+        row = {"sqew": m["sqew"]} | {peer: m[peer] for peer in PEERS}
+        row |= {f"sqew/{peer}": round(m["sqew"] / m[peer], 2) for peer in PEERS}
+        row |= {f"sqew/{peer} by round": round(statistics.median(
+            s / p for s, p in zip(r["sqew"], r[peer], strict=True)), 2) for peer in PEERS}
+        out[name] = row
+    return out
 
 
 def machine(load_before: float, started: float, cpu_started: float) -> dict[str, Any]:
@@ -267,7 +326,7 @@ def machine(load_before: float, started: float, cpu_started: float) -> dict[str,
     wall = time.perf_counter() - started
     return {
         "cpus": os.cpu_count(), "python": platform.python_version(),
-        "sqlite": sqlite3.sqlite_version, "sqew": sqew.__version__,
+        "sqlite": sqlite3.sqlite_version, "sqew": sqew.__version__, **versions(),
         "load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2),
         "wall_s": round(wall, 1),
         # below 1.0 means other processes took the CPU from the benchmark
@@ -281,6 +340,10 @@ TARGETS = [
     ("poll+ack (1)", "sqew", "raw", 0.4),
     ("poll+ack (10)", "sqew", "raw", 0.4),
     ("poll+ack (1) by depth", "deep ready", "1k ready", 0.8),
+    # issue #10: against the embedded peers at the same durability
+    ("single enqueue", "sqew", "litequeue", 0.8),
+    ("poll+ack (1)", "sqew", "persist-queue", 1.0),
+    ("poll+ack (1)", "sqew", "litequeue", 1.0),
 ]
 
 
@@ -302,6 +365,8 @@ def table(result: dict[str, Any]) -> str:
              "|---|---:|---:|---:|---:|---|"]
     for t in result["targets"]:
         m = med[t["measure"]]
+        if t["ratio"].split("/")[1] in PEERS:
+            continue  # in peers_table
         if t["measure"].endswith("by depth"):
             lines.append(
                 f"| poll+ack (1), {deep:,} vs ~1,000 ready | {m['deep ready']:,.0f} vs "
@@ -319,6 +384,26 @@ def table(result: dict[str, Any]) -> str:
                     f"{m['raw, pre-encoded']:,.0f} | {m['sqew'] / m['raw, pre-encoded']:.2f} "
                     "| info | |"
                 )
+    return "\n".join(lines)
+
+
+def peers_table(result: dict[str, Any]) -> str:
+    """sqew against the embedded peers, as a Markdown table (with the peers' targets)."""
+    lines = ["| measure | sqew (msg/s) | persist-queue (msg/s) | litequeue (msg/s) | "
+             "sqew/persist-queue (by round) | sqew/litequeue (by round) | targets |",
+             "|---|---:|---:|---:|---:|---:|---|"]
+    labels = {"single enqueue": "single enqueue (put)",
+              "poll+ack (1)": "get+ack of 1 (sqew: poll+ack)"}
+    for name, row in result["peers"].items():
+        goals = [f"{t['ratio']} ≥ {t['target']} {'PASS' if t['pass'] else 'FAIL'}"
+                 for t in result["targets"]
+                 if t["measure"] == name and t["ratio"].split("/")[1] in PEERS]
+        lines.append(
+            f"| {labels[name]} | {row['sqew']:,.0f} | {row['persist-queue']:,.0f} | "
+            f"{row['litequeue']:,.0f} | {row['sqew/persist-queue']:.2f} "
+            f"({row['sqew/persist-queue by round']:.2f}) | {row['sqew/litequeue']:.2f} "
+            f"({row['sqew/litequeue by round']:.2f}) | {'; '.join(goals) or 'info'} |"
+        )
     return "\n".join(lines)
 
 
@@ -344,11 +429,14 @@ def main(argv: list[str] | None = None) -> int:
     result = run(args.quick, out=lambda s: print(s, flush=True))
     m = result["machine"]
     print()
-    print(f"{m['cpus']} cores, Python {m['python']}, SQLite {m['sqlite']}, sqew {m['sqew']}; "
+    print(f"{m['cpus']} cores, Python {m['python']}, SQLite {m['sqlite']}, sqew {m['sqew']}, "
+          f"persist-queue {m['persist-queue']}, litequeue {m['litequeue']}; "
           f"load average {m['load_before']} before, {m['load_after']} after; {m['wall_s']} s, "
           f"CPU share {m['cpu_share']}")
     print()
     print(table(result))
+    print()
+    print(peers_table(result))
     print()
     print(rounds_table(result))
     if args.json:

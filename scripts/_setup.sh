@@ -1,24 +1,33 @@
 # shellcheck shell=bash
-# Sourced by the other scripts: make ./.venv with sqew and its extras installed.
-# Safe to run again: it reinstalls only when pyproject.toml changed since the last install.
+# Sourced by the other scripts: make ./.venv with sqew and the extras in SQEW_EXTRAS installed
+# (comma-separated, e.g. "test"; empty = sqew alone; unset = "test").
+# Safe to run again: it reinstalls only when pyproject.toml changed since the last install of
+# the same extras (a stamp per extras set).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 PYTHON="${SQEW_PYTHON:-python3.11}"
 command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
-EXTRAS="${SQEW_EXTRAS:-test}"
+# `-` not `:-`: an empty SQEW_EXTRAS means no extras (scripts/serve), not the default.
+EXTRAS="${SQEW_EXTRAS-test}"
 
 if [ ! -x "$VENV/bin/python" ]; then
     echo "setup: creating $VENV with $("$PYTHON" --version)" >&2
     "$PYTHON" -m venv "$VENV"
 fi
 
-STAMP="$VENV/.sqew-installed-$EXTRAS"
+if [ -n "$EXTRAS" ]; then
+    SPEC="$ROOT[$EXTRAS]"
+    STAMP="$VENV/.sqew-installed-$EXTRAS"
+else
+    SPEC="$ROOT"
+    STAMP="$VENV/.sqew-installed"
+fi
 if [ ! -f "$STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$STAMP" ]; then
-    echo "setup: installing sqew[$EXTRAS] into $VENV" >&2
+    echo "setup: installing sqew${EXTRAS:+[$EXTRAS]} into $VENV" >&2
     "$VENV/bin/python" -m pip install --quiet --upgrade pip
-    "$VENV/bin/python" -m pip install --quiet -e "$ROOT[$EXTRAS]"
+    "$VENV/bin/python" -m pip install --quiet -e "$SPEC"
     touch "$STAMP"
 fi
 export PATH="$VENV/bin:$PATH"

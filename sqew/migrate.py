@@ -1,4 +1,9 @@
-"""Schema migrations through Alembic's API: upgrade, current revision, head."""
+"""Schema migrations through Alembic's API: upgrade, current revision, head.
+
+The Alembic scripts live in the repository's top-level ``alembic/`` directory. A wheel ships
+them inside the package as ``sqew/_alembic`` (hatch ``force-include``), so ``sqew db upgrade``
+works after ``pip install``; an editable install reads them from the source tree.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +13,37 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, create_engine, inspect, pool
+from sqlalchemy import Connection, create_engine, pool
 
-MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+_PACKAGE = Path(__file__).resolve().parent
+_CANDIDATES = (
+    _PACKAGE / "_alembic",  # an installed wheel
+    _PACKAGE.parent / "alembic",  # the source tree (editable install, checkout)
+)
+
+
+def scripts_dir() -> Path:
+    """The directory holding Alembic's ``env.py`` and ``versions/`` for this sqew.
+
+    Raises:
+        RuntimeError: neither the installed copy nor the source tree's is there (a broken
+            install); said plainly rather than as an Alembic error about a missing file.
+    """
+    for candidate in _CANDIDATES:
+        # Next to an installed sqew, ``../alembic`` is the Alembic *library*: only a directory
+        # with sqew's env.py and versions/ counts.
+        if (candidate / "env.py").is_file() and (candidate / "versions").is_dir():
+            return candidate
+    raise RuntimeError(
+        "sqew's migration scripts are missing (looked in "
+        + ", ".join(str(c) for c in _CANDIDATES) + "); reinstall sqew"
+    )
 
 
 def alembic_config(connection: Connection | None = None) -> Config:
-    """An Alembic config for sqew's bundled migrations, optionally bound to a connection."""
+    """An Alembic config for sqew's migrations, optionally bound to a connection."""
     cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    cfg.set_main_option("script_location", str(scripts_dir()))
     if connection is not None:
         cfg.attributes["connection"] = connection
     return cfg
@@ -37,11 +64,6 @@ def known_revisions() -> set[str]:
 def current(connection: Connection) -> str | None:
     """The revision a database is at (None when it has no sqew schema)."""
     return MigrationContext.configure(connection).get_current_revision()
-
-
-def has_tables(connection: Connection) -> bool:
-    """Whether the database has any table at all."""
-    return bool(inspect(connection).get_table_names())
 
 
 def upgrade(connection: Connection) -> None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -151,7 +152,8 @@ class QueueMachine(RuleBasedStateMachine):
         for m in self.msgs.values():
             if m.loc == "q" and m.lease_until is not None and m.lease_until <= self.now:
                 if m.attempts >= MAX_ATTEMPTS:
-                    self.dead_letter(m)
+                    before = "" if m.last_error is None else f"; before: {m.last_error}"
+                    self.dead_letter(m, "lease expired" + before)
                 else:  # the token stays current: nobody leased it since
                     m.available_at, m.lease_until = m.lease_until, None
 
@@ -171,6 +173,10 @@ class QueueMachine(RuleBasedStateMachine):
         if key is not None:
             item["idempotency_key"] = key
         fields = {k: v for k, v in item.items() if k != "payload"}
+        if delay >= (ttl or RETENTION):  # it would expire before it could be delivered
+            with pytest.raises(errors.ValidationError):
+                self.client.enqueue(Q, payload, **fields)
+            return
         self.expect_enqueue([item], [self.client.enqueue(Q, payload, **fields)])
 
     @rule(items=st.lists(

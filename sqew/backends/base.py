@@ -9,7 +9,7 @@ dialect-neutral statements; a concrete backend supplies connections, locking and
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, NamedTuple
 
@@ -214,8 +214,9 @@ class Tx(abc.ABC):
         """Move messages (all, or ``ids``) to queue ``to``, ready now, attempts reset."""
 
     @abc.abstractmethod
-    def next_due(self, queue_id: int) -> int | None:
-        """The earliest time a message of the queue may become ready (delay or lease end)."""
+    def next_due(self, queue_id: int, now: int) -> int | None:
+        """The earliest time a message of the queue may become ready (delay or lease end),
+        among messages that will not have expired by then."""
 
     @abc.abstractmethod
     def counts(self, queue_id: int, now: int) -> tuple[int, int, int, int | None]:
@@ -230,43 +231,85 @@ class Tx(abc.ABC):
         """Delete up to ``limit`` expired idempotency records; returns how many."""
 
 
+Offload = Callable[[Callable[[], Any]], Awaitable[Any]]
+"""Runs a blocking call away from the event loop (a thread) and awaits its result."""
+
+
 class WriteSession(abc.ABC):
     """A connection reserved for one group committer, its transactions taken step by step.
 
-    The steps that may wait (for the write lock, for the disk at commit) are separate, so a
-    committer on an event loop can try them without waiting and hand only the waits to a
-    thread. One transaction at a time; any thread, but one at a time.
+    ``begin`` and ``commit`` are awaited on the server's event loop: whatever may wait in them
+    (a write lock held elsewhere, the disk) goes to ``offload``, so the loop goes on serving.
+    One transaction at a time.
     """
 
     tx: Tx
     """The statements, on the session's connection (valid between a begin and its end)."""
 
-    commit_waits: bool
-    """Whether ``commit`` waits for the disk (durability ``full``): run it off the event loop."""
+    @abc.abstractmethod
+    async def begin(self, offload: Offload) -> None:
+        """Begin a write transaction; waits (for a lock) run through ``offload``."""
 
     @abc.abstractmethod
-    def try_begin(self) -> bool:
-        """Begin a write transaction if the write lock is free now; False if it is not."""
-
-    @abc.abstractmethod
-    def begin(self) -> None:
-        """Begin a write transaction, waiting for the write lock (blocking)."""
-
-    @abc.abstractmethod
-    def commit(self) -> None:
+    async def commit(self, offload: Offload) -> None:
         """Commit the open transaction (rolled back, and the error raised, if that fails)."""
 
     @abc.abstractmethod
     def rollback(self) -> None:
         """Roll back the open transaction, if any."""
 
+    @property
+    @abc.abstractmethod
+    def in_transaction(self) -> bool:
+        """Whether a transaction is open (some errors, a full disk, end it by themselves)."""
+
     @abc.abstractmethod
     def close(self) -> None:
         """Roll back whatever is open and close the connection."""
 
 
+class Waiter(abc.ABC):
+    """Wakes long polls when messages of their queue may have become ready.
+
+    A commit of this process reports its queues through ``changed``; commits of other
+    processes (or replicas) are the backend's to notice (SQLite: its data version; PostgreSQL:
+    ``LISTEN/NOTIFY``). Safe to use from any thread and any event loop.
+    """
+
+    @abc.abstractmethod
+    def mark(self, queue: str) -> object:
+        """A mark taken *before* a claim; ``wait`` returns early on any change after it."""
+
+    @abc.abstractmethod
+    async def wait(self, queue: str, mark: object, timeout_s: float) -> None:
+        """Return once ``queue`` may have changed since ``mark``, on ``close`` or after
+        ``timeout_s`` seconds (spurious returns are allowed; missed changes are not)."""
+
+    @abc.abstractmethod
+    def changed(self, queues: Iterable[str]) -> None:
+        """This process committed writes that may make messages of ``queues`` ready."""
+
+    @abc.abstractmethod
+    def waiting(self, queue: str) -> int:
+        """How many waits on ``queue`` are in progress (tests and metrics observe it)."""
+
+    @property
+    @abc.abstractmethod
+    def closed(self) -> bool:
+        """Whether ``close`` was called."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Wake every wait for good (shutdown)."""
+
+
 class Backend(abc.ABC):
     """A database holding sqew's schema."""
+
+    statements_on_loop: bool = False
+    """Whether a group commit may run this backend's statements on the server's event loop
+    (true when they take microseconds and never wait: SQLite's, once the write lock is held).
+    Otherwise a group's statements run through the group commit's ``offload``."""
 
     @abc.abstractmethod
     def write_session(self) -> WriteSession:
@@ -281,8 +324,8 @@ class Backend(abc.ABC):
         """A read-only snapshot transaction."""
 
     @abc.abstractmethod
-    def change_marker(self) -> object:
-        """A value that changes when any connection (any process) commits a write."""
+    def waiter(self) -> Waiter:
+        """The long polls' waiter for this database (one per service)."""
 
     @abc.abstractmethod
     def maintain(self) -> None:

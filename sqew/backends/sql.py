@@ -26,6 +26,8 @@ _COUNTERS = frozenset(
 )
 
 _COUNTER_SQL: dict[tuple[str, ...], str] = {}
+LEASE_EXPIRED = "lease expired"
+"""``last_error`` of a message dead-lettered because its last allowed lease ran out."""
 
 
 class SqlTx(Tx):
@@ -187,10 +189,12 @@ class SqlTx(Tx):
         return self._rowcount(
             "UPDATE messages SET queue_id = :dlq, lease_expires_at = NULL, token = NULL, "
             f"available_at = :now, expires_at = :exp, lifo = {self._bool(dlq.lifo)}, "
-            "origin_queue = :origin WHERE queue_id = :q AND lease_expires_at IS NOT NULL "
+            "origin_queue = :origin, last_error = :err || "
+            "COALESCE('; before: ' || last_error, '') "
+            "WHERE queue_id = :q AND lease_expires_at IS NOT NULL "
             "AND lease_expires_at <= :now AND attempts >= :max",
             {"dlq": dlq.id, "now": now, "exp": now + dlq.retention_ms, "origin": origin,
-             "q": queue_id, "max": max_attempts},
+             "q": queue_id, "max": max_attempts, "err": LEASE_EXPIRED},
         )
 
     def release_expired(self, queue_id: int, now: int) -> int:
@@ -321,14 +325,15 @@ class SqlTx(Tx):
             moved += self._rowcount(sql + " AND id = :id", {**params, "id": msg_id})
         return moved
 
-    def next_due(self, queue_id: int) -> int | None:
+    def next_due(self, queue_id: int, now: int) -> int | None:
         lease = self._one(
             "SELECT MIN(lease_expires_at) FROM messages WHERE queue_id = ? "
-            "AND lease_expires_at IS NOT NULL", (queue_id,),
+            "AND lease_expires_at IS NOT NULL AND expires_at > ?", (queue_id, now),
         )[0]
         avail = self._one(
             "SELECT MIN(available_at) FROM messages WHERE queue_id = ? "
-            "AND lease_expires_at IS NULL", (queue_id,),
+            "AND lease_expires_at IS NULL AND expires_at > available_at AND expires_at > ?",
+            (queue_id, now),
         )[0]
         due = [t for t in (lease, avail) if t is not None]
         return min(due) if due else None

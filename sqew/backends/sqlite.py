@@ -18,9 +18,10 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from sqew import errors
-from sqew.backends.base import Backend, Tx, WriteSession
+from sqew.backends.base import Backend, Offload, Tx, Waiter, WriteSession
 from sqew.backends.errors import translate
 from sqew.backends.sql import SqlTx
+from sqew.backends.sqlite_waiter import SqliteWaiter
 
 BUSY_TIMEOUT_MS = 30_000
 CHECKPOINT_INTERVAL_S = 0.1
@@ -41,6 +42,9 @@ SQLAlchemy's engine or Alembic (a CLI command starts in a fraction of the time).
 class SqliteBackend(Backend):
     """sqew's schema in one SQLite file.
 
+    A group commit runs its statements on the event loop (``statements_on_loop``): once the
+    write lock is held they take microseconds and never wait.
+
     Args:
         path: the database file (created and migrated if new).
         durability: ``"normal"`` (synchronous=NORMAL: safe against a process crash) or
@@ -48,6 +52,8 @@ class SqliteBackend(Backend):
         upgrade: apply pending migrations to an existing database instead of refusing it.
         trace: called with every SQL statement run on the connections of this backend.
     """
+
+    statements_on_loop = True
 
     def __init__(self, path: str | os.PathLike[str], *, durability: str = "normal",
                  upgrade: bool = False, trace: Callable[[str], None] | None = None) -> None:
@@ -175,11 +181,8 @@ class SqliteBackend(Backend):
     def write_session(self) -> WriteSession:
         return SqliteWriteSession(self.path, self._connect, durable=self._sync == "FULL")
 
-    def change_marker(self) -> object:
-        try:
-            return self._conn().execute("PRAGMA data_version").fetchone()[0]
-        except sqlite3.Error as exc:
-            raise translate(exc) from exc
+    def waiter(self) -> Waiter:
+        return SqliteWaiter(self._conn)
 
     def maintain(self) -> None:
         conn = self._conn()
@@ -263,7 +266,24 @@ class SqliteWriteSession(WriteSession):
             self._locked = False
             fcntl.flock(self._fd, fcntl.LOCK_UN)
 
+    async def begin(self, offload: Offload) -> None:  # type: ignore[override]
+        """Take the write lock now if it is free; else wait for it through ``offload``."""
+        if not self.try_begin():
+            await offload(self.begin_waiting)
+
+    async def commit(self, offload: Offload) -> None:  # type: ignore[override]
+        """Commit; under durability ``full`` the commit waits for the disk: offloaded."""
+        if self.commit_waits:
+            await offload(self.commit_now)
+        else:
+            self.commit_now()
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._conn.in_transaction
+
     def try_begin(self) -> bool:
+        """Begin a write transaction if the write lock is free now; False if it is not."""
         if not self._lock(wait=False):
             return False
         try:
@@ -278,7 +298,8 @@ class SqliteWriteSession(WriteSession):
             raise
         return True
 
-    def begin(self) -> None:
+    def begin_waiting(self) -> None:
+        """Begin a write transaction, waiting for the write lock (blocking)."""
         self._lock(wait=True)
         try:
             self._conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
@@ -292,7 +313,8 @@ class SqliteWriteSession(WriteSession):
                 raise translate(exc) from exc
             raise
 
-    def commit(self) -> None:
+    def commit_now(self) -> None:
+        """Commit the open transaction (blocking under durability ``full``)."""
         try:
             self._conn.execute("COMMIT")
         except sqlite3.Error as exc:

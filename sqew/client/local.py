@@ -13,6 +13,7 @@ from sqew.backends import open_backend
 from sqew.client.base import Client, convert, message_in, messages_in
 from sqew.core.clock import Clock, system_clock
 from sqew.core.service import QueueService, check_range, item_error
+from sqew.core.writer import run_blocking, run_sync
 
 _decode = msgspec.json.decode
 M = TypeVar("M", bound=models.Message)
@@ -51,19 +52,19 @@ class LocalClient(Client):
     # --- queues ---------------------------------------------------------------------------------
     def create_queue(self, name: str, **settings: Any) -> models.Queue:
         spec = convert({"name": name, **settings}, models.QueueCreate)
-        return self.service.create_queue(spec)
+        return run_sync(self.service.create_queue(spec))
 
     def list_queues(self) -> list[models.Queue]:
-        return self.service.list_queues()
+        return run_sync(self.service.list_queues())
 
     def get_queue(self, name: str) -> models.Queue:
-        return self.service.get_queue(name)
+        return run_sync(self.service.get_queue(name))
 
     def update_queue(self, name: str, **settings: Any) -> models.Queue:
-        return self.service.update_queue(name, convert(settings, models.QueueSettings))
+        return run_sync(self.service.update_queue(name, convert(settings, models.QueueSettings)))
 
     def delete_queue(self, name: str) -> None:
-        self.service.delete_queue(name)
+        run_sync(self.service.delete_queue(name))
 
     # --- messages -------------------------------------------------------------------------------
     def enqueue(
@@ -81,32 +82,32 @@ class LocalClient(Client):
             payload, priority=priority, delay_ms=delay_ms, ttl_ms=ttl_ms,
             idempotency_key=idempotency_key, attributes=attributes,
         )
-        return self.service.enqueue(queue, [msg])[0]
+        return run_sync(self.service.enqueue(queue, [msg]))[0]
 
     def enqueue_batch(
         self, queue: str, messages: Iterable[Mapping[str, Any]]
     ) -> list[models.EnqueueResult]:
         batch = messages_in(messages)
-        return self.service.enqueue(queue, batch)
+        return run_sync(self.service.enqueue(queue, batch))
 
     def poll(
         self, queue: str, *, batch: int = 1, wait_ms: int = 0, visibility_ms: int | None = None
     ) -> list[models.LeasedMessage]:
-        return _decoded(
-            self.service.poll(queue, batch=batch, wait_ms=wait_ms, visibility_ms=visibility_ms)
-        )
+        call = self.service.poll(queue, batch=batch, wait_ms=wait_ms, visibility_ms=visibility_ms)
+        # Only a poll that may wait needs an event loop (its wait is awaited).
+        return _decoded(run_blocking(call) if wait_ms else run_sync(call))
 
     def ack(self, queue: str, id: int, token: str) -> models.ItemResult:
         # Validated as the single item it is, so an error names `id`, as the server's does.
         item = convert({"id": id, "token": token}, models.AckIn)
-        result = self.service.ack(queue, [(item.id, item.token)])[0]
+        result = run_sync(self.service.ack(queue, [(item.id, item.token)]))[0]
         if result.status != "acked":
             raise item_error(result)
         return result
 
     def ack_batch(self, queue: str, acks: Iterable[tuple[int, str]]) -> list[models.ItemResult]:
         items = convert({"acks": [{"id": i, "token": t} for i, t in acks]}, models.AckBatchIn)
-        return self.service.ack(queue, [(a.id, a.token) for a in items.acks])
+        return run_sync(self.service.ack(queue, [(a.id, a.token) for a in items.acks]))
 
     def nack(
         self, queue: str, id: int, token: str, *, delay_ms: int | None = None,
@@ -114,7 +115,7 @@ class LocalClient(Client):
     ) -> models.ItemResult:
         body = {"id": id, "token": token, "delay_ms": delay_ms, "error": error}
         item = convert({k: v for k, v in body.items() if v is not None}, models.NackIn)
-        result = self.service.nack(queue, [item])[0]
+        result = run_sync(self.service.nack(queue, [item]))[0]
         if result.status in ("lease_lost", "not_found"):
             raise item_error(result)
         return result
@@ -123,48 +124,49 @@ class LocalClient(Client):
         self, queue: str, nacks: Iterable[Mapping[str, Any]]
     ) -> list[models.ItemResult]:
         items = [{k: v for k, v in n.items() if v is not None} for n in nacks]
-        return self.service.nack(queue, convert({"nacks": items}, models.NackBatchIn).nacks)
+        parsed = convert({"nacks": items}, models.NackBatchIn).nacks
+        return run_sync(self.service.nack(queue, parsed))
 
     def extend_lease(self, queue: str, id: int, token: str, ms: int) -> models.LeaseExtended:
         item = convert({"id": id, "token": token, "ms": ms}, models.ExtendLeaseIn)
-        return self.service.extend_lease(queue, item.id, item.token, item.ms)
+        return run_sync(self.service.extend_lease(queue, item.id, item.token, item.ms))
 
     def stats(self, queue: str) -> models.Stats:
-        return self.service.stats(queue)
+        return run_sync(self.service.stats(queue))
 
     def peek(self, queue: str, *, limit: int = 10) -> list[models.Message]:
-        return _decoded(self.service.peek(queue, limit))
+        return _decoded(run_sync(self.service.peek(queue, limit)))
 
     def get_message(self, queue: str, id: int) -> models.Message:
         check_range("id", id, 1, models.MAX_ID)
-        return _decoded([self.service.get_message(queue, id)])[0]
+        return _decoded([run_sync(self.service.get_message(queue, id))])[0]
 
     def remove_message(self, queue: str, id: int) -> None:
         check_range("id", id, 1, models.MAX_ID)
-        self.service.remove_message(queue, id)
+        run_sync(self.service.remove_message(queue, id))
 
     def purge(self, queue: str) -> int:
-        return self.service.purge(queue)
+        return run_sync(self.service.purge(queue))
 
     def dlq_list(
         self, queue: str, *, limit: int = 100, after_id: int | None = None
     ) -> list[models.Message]:
         if after_id is not None:  # the service checks only the lower bound
             check_range("after_id", after_id, 0, models.MAX_ID)
-        return _decoded(self.service.dlq_list(queue, limit, after_id))
+        return _decoded(run_sync(self.service.dlq_list(queue, limit, after_id)))
 
     def dlq_requeue(self, queue: str, ids: Iterable[int] | None = None) -> int:
         body = convert({"ids": None if ids is None else list(ids)}, models.RequeueIn)
-        return self.service.dlq_requeue(queue, body.ids)
+        return run_sync(self.service.dlq_requeue(queue, body.ids))
 
     def dlq_purge(self, queue: str) -> int:
-        return self.service.dlq_purge(queue)
+        return run_sync(self.service.dlq_purge(queue))
 
     def compact(self, queue: str) -> int:
-        return self.service.compact(queue)
+        return run_sync(self.service.compact(queue))
 
     def health(self) -> models.Health:
-        self.service.backend.ping()
+        run_sync(self.service.ping())
         return models.Health("ok")
 
     def close(self) -> None:

@@ -1,228 +1,251 @@
-"""Group commit: pending write operations of concurrent callers share one transaction.
+"""Group commit: the operations of concurrent callers share one transaction.
 
 Under concurrency a commit per request makes the database the bottleneck (and, with
-synchronous=FULL, one fsync per request). The committer runs on the server's event loop:
-operations submitted while a group runs wait for the next one, and a group's statements run
-right there on the loop, because handing each one to a writer thread and back cost more than
-the statements themselves (thread wake-ups, and the GIL passed back and forth at every SQLite
-call). Only the steps that wait go to a thread: taking the write lock when someone else holds
-it, and a commit that waits for the disk (durability ``full``). While they wait the loop goes
-on serving, and what arrives meanwhile joins the next group.
+synchronous=FULL, one fsync per request). ``GroupWriter`` gathers the operations submitted
+during one event-loop turn into a group, runs the group in one transaction and resolves every
+caller's future only after the commit, so a success still means "committed". Operations of one
+kind on one queue (same ``Op.key``) run merged: one counting statement and one multi-row insert
+for many enqueues, one claim for many polls.
 
-If an operation fails (a quota, a missing queue), the attempt is rolled back and the group runs
-again with each operation in its own savepoint, so the failing one is rolled back alone. The
-group is committed once and only then is each caller told its result, so a success still means
-"committed".
+Where the statements run is the backend's call (``Backend.statements_on_loop``): SQLite's take
+microseconds, and handing each to a thread and back cost more than the statements (thread
+wake-ups, the GIL passed back and forth at every call), so they run on the loop; a database
+across a network runs the whole group through ``offload``. Waiting (a write lock held
+elsewhere, a commit that waits for the disk) is the session's, and goes through ``offload``.
+
+If an operation fails, the attempt is rolled back and the group runs again with each unit in a
+savepoint, so the failing one is rolled back alone. After any error the transaction is checked:
+some errors (SQLite's full disk) end the whole transaction by themselves, and then every
+operation of the group fails alike: nothing of it was committed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
 from sqew import errors
-from sqew.backends.base import Backend, Tx, WriteSession
+from sqew.backends.base import Backend, Tx, Waiter, WriteSession
+from sqew.backends.errors import translate
+from sqew.core.clock import Clock
+from sqew.core.writer import Offload, Op, Outcome, Writer
 
+R = TypeVar("R")
 T = TypeVar("T")
 MAX_GROUP = 512
 """Most operations in one transaction: bounds the latency a large group adds."""
-
-Op = Callable[[Tx], Any]
-AnyFuture = asyncio.Future[Any] | concurrent.futures.Future[Any]
-Item = tuple[Op, AnyFuture, tuple[str, ...]]
-"""A pending operation: the write, its caller's future, the queues to notify."""
 log = logging.getLogger("sqew.writer")
 
+Item = tuple[Op[Any], "asyncio.Future[Any]"]
+Unit = list[Item]
+"""Operations that run together: one alone, or several of one kind merged."""
 
-class GroupCommitter:
-    """Runs write operations ``fn(tx)`` on an event loop, many per transaction.
+
+class _GroupFailed(Exception):
+    """The transaction ended under the group: every operation fails with ``error``."""
+
+    def __init__(self, error: errors.SqewError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+class GroupWriter(Writer):
+    """Runs operations many per transaction on the event loop it was built on.
 
     Args:
-        backend: the database; the committer takes a dedicated write session of it.
-        loop: the event loop the groups run on (the server's).
-        on_commit: called on the loop with the queues named by the ``notify`` of a group's
-            operations once that group committed (the service wakes their long polls).
+        backend: the database; the writer takes a dedicated write session of it.
+        clock: read once per group, inside its transaction.
+        waiter: told which queues a group's committed operations changed.
+        offload: runs blocking steps (waits; every statement if the backend's may not run
+            on the loop).
     """
 
     def __init__(
-        self,
-        backend: Backend,
-        loop: asyncio.AbstractEventLoop,
-        *,
-        on_commit: Callable[[set[str]], None] | None = None,
+        self, backend: Backend, clock: Clock, waiter: Waiter, offload: Offload[Any]
     ) -> None:
         self._session: WriteSession = backend.write_session()
-        self._loop = loop
-        self._on_commit = on_commit
+        self._on_loop = backend.statements_on_loop
+        self._clock = clock
+        self._waiter = waiter
+        self._offload = offload
+        self._loop = asyncio.get_running_loop()
         self._pending: list[Item] = []
         self._drain: asyncio.Task[None] | None = None
-        self._waits = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sqew-writer")
         self._closed = False
 
-    # --- submitting -----------------------------------------------------------------------------
-    def submit(
-        self, fn: Callable[[Tx], T], *, notify: tuple[str, ...] = ()
-    ) -> asyncio.Future[T]:
-        """Queue ``fn`` for the next group; call on the loop. Resolves after the commit.
+    async def write(self, op: Op[R]) -> R:
+        return await self._add(op)
 
-        ``notify``: queues to pass to ``on_commit`` once the group committed (the write may
-        have made messages of them ready).
-        """
+    def submit(self, op: Op[Any]) -> None:
+        self._add(op).add_done_callback(_log_failure)
+
+    def _add(self, op: Op[R]) -> asyncio.Future[R]:
         if self._closed:
             raise errors.Unavailable("the service is shutting down")
-        future: asyncio.Future[T] = self._loop.create_future()
-        self._add(fn, future, notify)
-        return future
-
-    def run(self, fn: Callable[[Tx], T], *, notify: tuple[str, ...] = ()) -> T:
-        """Submit ``fn`` from another thread and wait for its committed result (or error)."""
-        if self._closed:
-            raise errors.Unavailable("the service is shutting down")
-        try:
-            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is self._loop:
-            raise RuntimeError("GroupCommitter.run on its own loop would wait for itself")
-        future: concurrent.futures.Future[T] = concurrent.futures.Future()
-        try:
-            self._loop.call_soon_threadsafe(self._add, fn, future, notify)
-        except RuntimeError:  # the loop has closed
-            raise errors.Unavailable("the service is shutting down") from None
-        return future.result()
-
-    def _add(self, fn: Op, future: AnyFuture, notify: tuple[str, ...]) -> None:
-        if self._closed and self._drain is None:
-            future.set_exception(errors.Unavailable("the service is shutting down"))
-            return
-        self._pending.append((fn, future, notify))
+        future: asyncio.Future[R] = self._loop.create_future()
+        self._pending.append((op, future))
         if self._drain is None:
             # A task, not a direct call: it starts after the callbacks already due on this
             # loop turn, so the requests that arrived together are in one group.
             self._drain = self._loop.create_task(self._run())
+        return future
 
     async def aclose(self) -> None:
         """Finish pending operations, then close the session (call on the loop)."""
         self._closed = True
         if self._drain is not None:
             await self._drain
-        self._waits.shutdown(wait=True)
         self._session.close()
 
     # --- running --------------------------------------------------------------------------------
     async def _run(self) -> None:
         try:
             # One more loop turn before the first group: requests read in the same batch of
-            # socket events reach their submit a turn or two apart (reading the body awaits),
-            # and waiting for them makes the groups under load larger. In interleaved runs at
-            # 16 connections: poll+ack 0 to +50 % requests/s, enqueue 0 to +10 %, never a clear
-            # loss, no change at one connection (docs/benchmarks.md).
+            # socket events reach their write a turn or two apart (reading the body awaits),
+            # and waiting for them makes the groups under load larger (docs/benchmarks.md).
             await asyncio.sleep(0)
             while self._pending:
                 group = self._pending[:MAX_GROUP]
                 del self._pending[:MAX_GROUP]
-                await self._commit([item for item in group if _claim(item[1])])
+                await self._commit(group)
         finally:
             self._drain = None
 
-    async def _begin(self) -> None:
-        if not self._session.try_begin():  # someone else writes: wait off the loop
-            await self._loop.run_in_executor(self._waits, self._session.begin)
-
-    async def _end(self) -> None:
-        if self._session.commit_waits:
-            await self._loop.run_in_executor(self._waits, self._session.commit)
-        else:
-            self._session.commit()
-
     async def _commit(self, group: list[Item]) -> None:
+        group = _live(group)
         if not group:
             return
-        # Optimistic first: the whole group in one transaction without savepoints (two fewer
-        # statements per operation). Operations rarely fail; when one does, nothing of this
-        # attempt is kept and the group runs again with a savepoint around each operation.
         try:
-            await self._begin()
+            await self._session.begin(self._offload)
         except Exception as exc:
             _fail(group, exc)
             return
+        # Callers that gave up while the group waited for the lock (a disconnect, a shutdown
+        # past its grace) are left out: a poll of theirs would lease messages to nobody.
+        units = _units(_live(group))
         try:
-            results = [fn(self._session.tx) for fn, _, _ in group]
-        except Exception:
-            try:
-                self._session.rollback()
-            except Exception as exc:
-                _fail(group, exc)
-                return
-            await self._commit_isolated(group)
+            now = self._clock()
+            outcomes = await self._body(lambda: self._optimistic(units, now))
+            if outcomes is None:  # an operation failed and all was rolled back: unit by unit
+                await self._session.begin(self._offload)
+                now = self._clock()
+                outcomes = await self._body(lambda: self._isolated(units, now))
+            await self._session.commit(self._offload)
+        except _GroupFailed as failed:
+            self._abandon()
+            _fail(group, failed.error)
             return
-        try:
-            await self._end()
         except Exception as exc:  # the commit failed: nobody's write happened
+            self._abandon()
             _fail(group, exc)
             return
-        self._resolve(group, [(True, value) for value in results])
+        self._resolve(outcomes)
 
-    async def _commit_isolated(self, group: list[Item]) -> None:
-        """Run the group again, each operation in a savepoint: one failure fails only itself."""
-        outcomes: list[tuple[bool, Any]] = []
-        try:
-            await self._begin()
-        except Exception as exc:
-            _fail(group, exc)
-            return
+    async def _body(self, fn: Callable[[], T]) -> T:
+        if self._on_loop:
+            return fn()
+        result: T = await self._offload(fn)
+        return result
+
+    def _optimistic(self, units: list[Unit], now: int) -> list[tuple[Item, Outcome]] | None:
+        """The whole group without savepoints (two statements fewer per unit; operations
+        rarely fail); None, rolled back, if one raised."""
         tx = self._session.tx
         try:
-            for fn, _, _ in group:
-                try:
-                    with tx.savepoint():
-                        outcomes.append((True, fn(tx)))
-                except errors.SqewError as exc:
-                    outcomes.append((False, exc))
-                except Exception:  # a bug in one operation fails that one alone
-                    log.exception("write operation failed")
-                    outcomes.append((False, errors.InternalError()))
-            await self._end()
-        except Exception as exc:  # the commit itself failed: nobody's write happened
-            with contextlib.suppress(Exception):
+            return [pair for unit in units for pair in _run_unit(tx, unit, now)]
+        except Exception as exc:
+            self._check_transaction(exc)
+            try:
                 self._session.rollback()
-            _fail(group, exc)
-            return
-        self._resolve(group, outcomes)
+            except Exception as rollback_exc:
+                raise _GroupFailed(translate(rollback_exc)) from rollback_exc
+            return None
 
-    def _resolve(self, group: list[Item], outcomes: list[tuple[bool, Any]]) -> None:
+    def _isolated(self, units: list[Unit], now: int) -> list[tuple[Item, Outcome]]:
+        """Each unit in a savepoint: one failure fails only its own operations."""
+        tx = self._session.tx
+        return [pair for unit in units for pair in self._isolated_unit(tx, unit, now)]
+
+    def _isolated_unit(self, tx: Tx, unit: Unit, now: int) -> list[tuple[Item, Outcome]]:
+        try:
+            with tx.savepoint():
+                return _run_unit(tx, unit, now)
+        except errors.SqewError as exc:
+            self._check_transaction(exc)
+            return [(item, (False, exc)) for item in unit]
+        except Exception as exc:  # a bug or a database error fails this unit alone
+            self._check_transaction(exc)
+            err = translate(exc)
+            if isinstance(err, errors.InternalError):
+                log.error("write operation failed", exc_info=exc)
+            return [(item, (False, err)) for item in unit]
+
+    def _check_transaction(self, exc: BaseException) -> None:
+        if not self._session.in_transaction:
+            raise _GroupFailed(translate(exc)) from exc
+
+    def _abandon(self) -> None:
+        try:
+            self._session.rollback()
+        except Exception:
+            log.warning("rolling back a failed group failed", exc_info=True)
+
+    def _resolve(self, outcomes: list[tuple[Item, Outcome]]) -> None:
         notify: set[str] = set()
-        for (_, future, queues), (ok, value) in zip(group, outcomes, strict=True):
-            if ok and queues:
-                notify.update(queues)
-            if future.done():  # an awaiting request was cancelled meanwhile
+        for (op, future), (ok, value) in outcomes:
+            if ok and op.notify:
+                notify.update(op.notify)
+            if future.done():  # the caller was cancelled meanwhile
                 continue
             if ok:
                 future.set_result(value)
             else:
                 future.set_exception(value)
-        if notify and self._on_commit is not None:
-            self._on_commit(notify)
+        if notify:
+            self._waiter.changed(notify)
 
 
-def _claim(future: AnyFuture) -> bool:
-    """Whether the operation should still run (its caller has not given up)."""
-    if isinstance(future, concurrent.futures.Future):
-        return future.set_running_or_notify_cancel()
-    return not future.done()
+def _live(group: list[Item]) -> list[Item]:
+    return [item for item in group if not item[1].done()]
+
+
+def _units(group: list[Item]) -> list[Unit]:
+    """Operations with the same key merged into one unit, in order of first appearance."""
+    units: list[Unit] = []
+    by_key: dict[Hashable, Unit] = {}
+    for item in group:
+        key = item[0].key()
+        if key is None:
+            units.append([item])
+            continue
+        unit = by_key.get(key)
+        if unit is None:
+            unit = by_key[key] = []
+            units.append(unit)
+        unit.append(item)
+    return units
+
+
+def _run_unit(tx: Tx, unit: Unit, now: int) -> list[tuple[Item, Outcome]]:
+    if len(unit) == 1:
+        op = unit[0][0]
+        return [(unit[0], (True, op.run(tx, now)))]
+    ops = [op for op, _ in unit]
+    outcomes = type(ops[0]).run_merged(tx, ops, now)
+    return list(zip(unit, outcomes, strict=True))
+
+
+def _log_failure(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        log.error("a background write failed", exc_info=future.exception())
 
 
 def _fail(group: list[Item], exc: BaseException) -> None:
-    if isinstance(exc, errors.SqewError) and not isinstance(exc, errors.InternalError):
-        err: errors.SqewError = exc
-    else:
+    err = translate(exc) if not isinstance(exc, errors.SqewError) else exc
+    if isinstance(err, errors.InternalError):
         log.error("group commit failed", exc_info=exc)
-        err = errors.InternalError()
-    for _, future, _ in group:
+    for _, future in group:
         if not future.done():
             future.set_exception(err)
-

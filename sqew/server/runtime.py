@@ -1,22 +1,19 @@
-"""What the handlers share: the QueueService and the threads it runs on.
+"""What the handlers share: the QueueService (built on the server's loop) and its threads.
 
-Enqueue, ack and non-waiting polls join the service's group commit, which runs on the event
-loop (``sqew.core.group_commit``): the handler awaits its future and no thread is involved.
-The other calls are blocking (SQLite reads, long-poll waits), so handlers hand them to a fixed
-thread pool. Fixed pools, not anyio's elastic one: the
-SQLite backend keeps one connection per thread, and threads that come and go would leave
-connections behind. Long polls get their own, larger pool so that waiting consumers never
-starve short requests of threads.
+The service is built with the group commit on the event loop and the thread pool as its
+``offload`` for blocking reads and long writes; handlers await its methods directly, so a
+waiting long poll holds no thread. The pool is fixed, not anyio's elastic one: the SQLite
+backend keeps one connection per thread, and threads that come and go would leave connections
+behind. Work handed to the pool carries the caller's context variables (tracing will need them).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
+import contextvars
 import logging
-import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -35,7 +32,7 @@ log = logging.getLogger("sqew.server")
 
 
 class Runtime:
-    """The per-app state: settings, the service (opened on startup) and the thread pools.
+    """The per-app state: settings, the service (opened on startup) and its thread pool.
 
     Args:
         settings: the server settings.
@@ -47,7 +44,6 @@ class Runtime:
         self.clock = clock
         self._service: QueueService | None = None
         self._pool: ThreadPoolExecutor | None = None
-        self._polls: ThreadPoolExecutor | None = None
         self._reaper: asyncio.Task[None] | None = None
         self.draining = False
         self.metrics = Metrics()
@@ -61,24 +57,22 @@ class Runtime:
 
     # --- lifecycle ------------------------------------------------------------------------------
     def startup(self) -> None:
-        """Open the database and start the thread pools and the reaper."""
+        """Open the database, build the service on this loop, start the reaper."""
         s = self.settings
         trace = logging.getLogger("sqew.sql").debug if s.trace_sql else None
         backend = open_backend(s.db, durability=s.durability, trace=trace)
-        loop = asyncio.get_running_loop()
+        self._pool = ThreadPoolExecutor(s.threads, thread_name_prefix="sqew-db")
         self._service = QueueService(
             backend, clock=self.clock, reap_interval_ms=s.reap_interval_ms,
-            commit_loop=loop if s.group_commit else None,
+            group_commit=s.group_commit, offload=self.offload,
         )
-        self._pool = ThreadPoolExecutor(s.threads, thread_name_prefix="sqew-db")
-        self._polls = ThreadPoolExecutor(s.poll_threads, thread_name_prefix="sqew-poll")
-        self._reaper = loop.create_task(self._reap_forever())
+        self._reaper = asyncio.get_running_loop().create_task(self._reap_forever())
 
     def begin_shutdown(self) -> None:
         """Stop waiting: every long poll returns what it has now (called on SIGINT/SIGTERM)."""
         self.draining = True
         if self._service is not None:
-            self._service.waker.close()
+            self._service.waiter.close()
 
     async def shutdown(self) -> None:
         """Wake waiters, let running calls finish, close the database."""
@@ -87,73 +81,57 @@ class Runtime:
             self._reaper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reaper
-        for pool in (self._pool, self._polls):
-            if pool is not None:
-                await asyncio.get_running_loop().run_in_executor(None, pool.shutdown)
         if self._service is not None:
             await self._service.aclose()
+        if self._pool is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self._pool.shutdown)
 
     async def _reap_forever(self) -> None:
-        """Remove expired messages even when nobody polls (polls reap too, this is the floor)."""
+        """Remove expired messages and end last leases even when nobody polls."""
         interval = self.settings.reap_interval_ms / 1000
         while True:
             await asyncio.sleep(interval)
             try:
-                await self.run(self.service.reap)
+                await self.service.reap()
             except Exception:  # keep reaping; a locked or closing database is retried later
                 log.exception("reaping expired messages failed")
 
     # --- calls ----------------------------------------------------------------------------------
-    async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run a blocking service call on the database threads."""
+    def offload(self, fn: Callable[[], T]) -> Awaitable[T]:
+        """Run a blocking call on the database threads, with the caller's context variables."""
         if self._pool is None:
             raise errors.Unavailable("the server is not running")
-        call = functools.partial(fn, *args, **kwargs)
-        return await asyncio.get_running_loop().run_in_executor(self._pool, call)
-
-    async def enqueue(
-        self, queue: str, messages: list[models.MessageIn]
-    ) -> list[models.EnqueueResult]:
-        """Enqueue without holding a thread: the group's commit resolves the awaited future."""
-        if not self.settings.group_commit:  # the write would run here, on the event loop
-            return await self.run(self.service.enqueue, queue, messages)
-        return await self.service.enqueue_soon(queue, messages)
-
-    async def ack(self, queue: str, items: list[tuple[int, str]]) -> list[models.ItemResult]:
-        """Acknowledge without holding a thread (see ``enqueue``)."""
-        if not self.settings.group_commit:
-            return await self.run(self.service.ack, queue, items)
-        return await self.service.ack_soon(queue, items)
+        context = contextvars.copy_context()
+        return asyncio.get_running_loop().run_in_executor(self._pool, context.run, fn)
 
     async def poll(
         self, request: Request[Any, Any, Any], queue: str, batch: int, wait_ms: int,
         visibility_ms: int | None,
     ) -> list[models.LeasedMessage]:
-        """A poll; one that may wait runs on the poll threads and ends, leasing nothing, if the
-        client disconnects meanwhile."""
-        if wait_ms == 0 and self.settings.group_commit:
-            return await self.service.poll_soon(queue, batch=batch, visibility_ms=visibility_ms)
-        if wait_ms == 0 or self._polls is None:
-            return await self.run(self.service.poll, queue, batch=batch, wait_ms=0,
-                                  visibility_ms=visibility_ms)
-        gone = threading.Event()
-        watcher = asyncio.get_running_loop().create_task(_watch_disconnect(request, gone))
+        """The service's poll; one that may wait ends, leasing nothing, when the client
+        disconnects meanwhile."""
+        call = self.service.poll(queue, batch=batch, wait_ms=wait_ms, visibility_ms=visibility_ms)
+        if wait_ms == 0:
+            return await call
+        polling = asyncio.ensure_future(call)
+        watcher = asyncio.ensure_future(_disconnected(request))
         try:
-            call = functools.partial(
-                self.service.poll, queue, batch=batch, wait_ms=wait_ms,
-                visibility_ms=visibility_ms, cancel=gone,
-            )
-            return await asyncio.get_running_loop().run_in_executor(self._polls, call)
+            await asyncio.wait((polling, watcher), return_when=asyncio.FIRST_COMPLETED)
         finally:
             watcher.cancel()
+        if not polling.done():  # the client has gone: nobody to lease messages to
+            polling.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await polling
+            return []
+        return polling.result()
 
 
-async def _watch_disconnect(request: Request[Any, Any, Any], gone: threading.Event) -> None:
-    """Set ``gone`` when the client disconnects (the ASGI server's ``http.disconnect``)."""
+async def _disconnected(request: Request[Any, Any, Any]) -> None:
+    """Return when the client disconnects (the ASGI server's ``http.disconnect``)."""
     while True:
         message = await request.receive()
         if message["type"] == "http.disconnect":
-            gone.set()
             return
 
 

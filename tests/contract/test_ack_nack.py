@@ -292,7 +292,7 @@ def test_dead_letter_on_lease_expiry(client: sqew.Client, clock: ManualClock) ->
     assert client.poll("q") == []
     (dead,) = client.dlq_list("q")
     assert (dead.id, dead.payload, dead.attributes, dead.attempts, dead.last_error) == (
-        msg_id, "p", {"a": "1"}, 2, "crashed?",
+        msg_id, "p", {"a": "1"}, 2, "lease expired; before: crashed?",
     )
     stats = client.stats("q")
     assert (stats.dlq, stats.dead_lettered_total, stats.leased, stats.ready) == (1, 1, 0, 0)

@@ -91,7 +91,7 @@ VALID_FIELDS: list[dict[str, Any]] = [
     {"priority": -1000},
     {"priority": 1000},
     {"delay_ms": 0},
-    {"delay_ms": 60_000},  # = the queue's retention_ms
+    {"delay_ms": 59_999},  # just under the queue's retention_ms (the default ttl)
     {"ttl_ms": 1000},
     {"ttl_ms": 1_209_600_000},
     {"idempotency_key": "k"},

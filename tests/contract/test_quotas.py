@@ -120,11 +120,25 @@ def test_rate_limited_batch_stores_nothing(client: sqew.Client) -> None:
     assert client.stats("q").enqueued_total == 1
 
 
-def test_rate_limit_off(client: sqew.Client) -> None:
+def test_rate_limit_off(client: sqew.Client, clock: ManualClock) -> None:
+    # 0 = off: the clock never moves in this test, so every enqueue below happens at one
+    # instant, where a limit of any rate would have refused most of them.
     client.create_queue("q", rate_limit_per_s=1)
     client.enqueue("q", 0)
-    client.update_queue("q", rate_limit_per_s=0)
-    client.enqueue_batch("q", [{"payload": i} for i in range(100)])
+    with pytest.raises(errors.RateLimited):
+        client.enqueue("q", 1)  # the limit is on: one second's worth, then refused
+    assert client.update_queue("q", rate_limit_per_s=0).rate_limit_per_s == 0
+    for i in range(1, 51):
+        assert client.enqueue("q", i).duplicate is False
+    results = client.enqueue_batch("q", [{"payload": i} for i in range(51, 151)])
+    assert len(results) == 100 and not any(r.duplicate for r in results)
+    stats = client.stats("q")
+    assert (stats.enqueued_total, stats.ready) == (151, 151)
+    # A queue created without a limit (the default, 0) is the same.
+    assert client.create_queue("free").rate_limit_per_s == 0
+    for i in range(100):
+        client.enqueue("free", i)
+    assert client.stats("free").enqueued_total == 100
 
 
 # --- archive -----------------------------------------------------------------------------------

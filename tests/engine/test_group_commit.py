@@ -34,14 +34,31 @@ def on_loop(
 
     async def main() -> T:
         trace = sql.append if sql is not None else None
-        service = QueueService(open_backend(db, trace=trace),
-                               commit_loop=asyncio.get_running_loop())
+        service = QueueService(open_backend(db, trace=trace), group_commit=True,
+                               offload=asyncio.to_thread)
         try:
             return await body(service)
         finally:
             await service.aclose()
 
     return asyncio.run(main())
+
+
+def soon_enqueue(s: QueueService, queue: str, messages: list[models.MessageIn]) -> Any:
+    return soon(s.enqueue(queue, messages))
+
+
+def soon_poll(s: QueueService, queue: str, batch: int) -> Any:
+    return soon(s.poll(queue, batch=batch))
+
+
+def soon_ack(s: QueueService, queue: str, items: list[tuple[int, str]]) -> Any:
+    return soon(s.ack(queue, items))
+
+
+def soon(call: Any) -> asyncio.Future[Any]:
+    """Start a service call now; its write joins the group of this loop turn."""
+    return asyncio.ensure_future(call)
 
 
 async def settle(futures: list[asyncio.Future[Any]]) -> list[Any]:
@@ -73,13 +90,14 @@ def test_concurrent_plain_enqueues_share_one_commit_and_fail_alone(db: Path) -> 
         futures = []
         for i in range(30):
             if i % 10 == 3:
-                futures.append(s.enqueue_soon("q", [msg("x" * 200)]))  # too large
+                futures.append(soon_enqueue(s, "q", [msg("x" * 200)]))  # too large
             elif i % 10 == 7:
-                futures.append(s.enqueue_soon("q", [msg(i), msg("x" * 200)]))  # batch fails whole
+                # a batch fails whole
+                futures.append(soon_enqueue(s, "q", [msg(i), msg("x" * 200)]))
             elif i % 10 == 9:
-                futures.append(s.enqueue_soon("nope", [msg(i)]))
+                futures.append(soon_enqueue(s, "nope", [msg(i)]))
             else:
-                futures.append(s.enqueue_soon("q", [msg(i), msg(i)] if i % 2 else [msg(i)]))
+                futures.append(soon_enqueue(s, "q", [msg(i), msg(i)] if i % 2 else [msg(i)]))
         return await settle(futures)
 
     outcomes, writes = commits(db, body)
@@ -104,7 +122,7 @@ def test_concurrent_plain_enqueues_share_one_commit_and_fail_alone(db: Path) -> 
 def test_merged_enqueues_respect_max_depth_request_by_request(db: Path) -> None:
     async def body(s: QueueService) -> list[Any]:
         sizes = [2, 2, 2, 1, 3]  # 2+2 fit, the third would reach 6 > 5, then 1 fits, 3 not
-        return await settle([s.enqueue_soon("capped", [msg(n)] * n) for n in sizes])
+        return await settle([soon_enqueue(s, "capped", [msg(n)] * n) for n in sizes])
 
     outcomes, _ = commits(db, body)
     assert [o if isinstance(o, str) else len(o) for o in outcomes] == [
@@ -117,10 +135,10 @@ def test_merged_enqueues_respect_max_depth_request_by_request(db: Path) -> None:
 def test_keyed_enqueues_and_other_writes_join_the_same_group(db: Path) -> None:
     async def body(s: QueueService) -> list[Any]:
         return await settle([
-            s.enqueue_soon("q", [msg(1, idempotency_key="k")]),
-            s.enqueue_soon("q", [msg(2)]),
-            s.enqueue_soon("q", [msg(3, idempotency_key="k")]),
-            s.poll_soon("q", batch=10),
+            soon_enqueue(s, "q", [msg(1, idempotency_key="k")]),
+            soon_enqueue(s, "q", [msg(2)]),
+            soon_enqueue(s, "q", [msg(3, idempotency_key="k")]),
+            soon_poll(s, "q", 10),
         ])
 
     (first, plain, dup, polled), writes = commits(db, body)
@@ -132,28 +150,12 @@ def test_keyed_enqueues_and_other_writes_join_the_same_group(db: Path) -> None:
     assert {m.id for m in polled} <= {first[0].message_id, plain[0].message_id}
 
 
-def test_a_blocking_caller_on_another_thread_joins_the_loops_groups(db: Path) -> None:
-    async def body(s: QueueService) -> list[models.EnqueueResult]:
-        loop = asyncio.get_running_loop()
-        # Long polls, nacks and the reaper call the service from worker threads.
-        return await loop.run_in_executor(None, s.enqueue, "q", [msg("from a thread")])
-
-    (result,), writes = commits(db, body)
-    assert writes == 1 and result.duplicate is False
-    with sqew.Client(str(db)) as c:
-        assert c.get_message("q", result.message_id).payload == "from a thread"
-
-
 def test_pending_writes_finish_before_close_and_later_ones_are_refused(db: Path) -> None:
     async def body(s: QueueService) -> tuple[list[Any], str]:
-        futures = [s.enqueue_soon("q", [msg(i)]) for i in range(5)]
+        futures = [soon_enqueue(s, "q", [msg(i)]) for i in range(5)]
         closing = asyncio.ensure_future(s.aclose())
         await asyncio.sleep(0)
-        try:
-            s.enqueue_soon("q", [msg("late")])
-            late = "accepted"
-        except errors.Unavailable:
-            late = "Unavailable"
+        late = (await settle([soon_enqueue(s, "q", [msg("late")])]))[0]
         await closing
         return await settle(futures), late
 
@@ -173,7 +175,7 @@ def test_polls_of_one_group_share_one_claim_in_delivery_order(db: Path) -> None:
         urgent = c.enqueue("q", "urgent", priority=5).message_id
 
     async def body(s: QueueService) -> list[Any]:
-        return await settle([s.poll_soon("q", batch=3) for _ in range(5)])
+        return await settle([soon_poll(s, "q", 3) for _ in range(5)])
 
     polls, writes = commits(db, body)
     assert writes == 1
@@ -190,11 +192,11 @@ def test_acks_of_one_group_share_one_count_and_keep_per_item_statuses(db: Path) 
 
     async def body(s: QueueService) -> list[Any]:
         return await settle([
-            s.ack_soon("q", [(held[0].id, held[0].token), (held[1].id, "stale")]),
-            s.ack_soon("q", [(held[2].id, held[2].token), (10**9, "t")]),
-            s.ack_soon("q", [(held[0].id, held[0].token)]),  # already acked just before
-            s.ack_soon("nope", [(held[3].id, held[3].token)]),
-            s.ack_soon("q", [(m.id, m.token) for m in held[3:]]),
+            soon_ack(s, "q", [(held[0].id, held[0].token), (held[1].id, "stale")]),
+            soon_ack(s, "q", [(held[2].id, held[2].token), (10**9, "t")]),
+            soon_ack(s, "q", [(held[0].id, held[0].token)]),  # already acked just before
+            soon_ack(s, "nope", [(held[3].id, held[3].token)]),
+            soon_ack(s, "q", [(m.id, m.token) for m in held[3:]]),
         ])
 
     outcomes, writes = commits(db, body)
@@ -222,7 +224,7 @@ def test_the_wal_starts_over_under_steady_group_commits_and_the_checkpointer_sto
     async def body(s: QueueService) -> int:
         biggest = 0
         for _ in range(rounds):
-            await asyncio.gather(*(s.enqueue_soon("big", [msg("x" * size)])
+            await asyncio.gather(*(soon_enqueue(s, "big", [msg("x" * size)])
                                    for _ in range(per_round)))
             biggest = max(biggest, wal.stat().st_size)
             await asyncio.sleep(0.01)  # a steady stream, spread over more than a second
@@ -247,10 +249,10 @@ def test_a_merge_whose_group_failed_before_it_ran_takes_no_more_requests(
     blocker.execute("BEGIN IMMEDIATE")
 
     async def body(s: QueueService) -> tuple[BaseException | None, int]:
-        first = s.enqueue_soon("q", [msg(1)])
+        first = soon_enqueue(s, "q", [msg(1)])
         error = (await settle([first]))[0]
         blocker.execute("COMMIT")
-        (second,) = await asyncio.wait_for(s.enqueue_soon("q", [msg(2)]), 5)
+        (second,) = await asyncio.wait_for(soon_enqueue(s, "q", [msg(2)]), 5)
         return error, second.message_id
 
     try:

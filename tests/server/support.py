@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -109,6 +110,14 @@ def request_head(method: str, path: str, length: int | None = None) -> bytes:
     if length is not None:
         head += f"Content-Length: {length}\r\n"
     return (head + "\r\n").encode()
+
+
+def poll_in_background(
+    pool: ThreadPoolExecutor, url: str, queue: str, wait_ms: int = 20_000
+) -> Future[httpx.Response]:
+    """Start a long poll of ``queue`` (its own connection) on ``pool``; its answer later."""
+    return pool.submit(httpx.post, f"{url}/queues/{queue}/poll", params={"wait_ms": wait_ms},
+                       timeout=wait_ms / 1000 + 15)
 
 
 @dataclass

@@ -1,10 +1,10 @@
 """Concurrent consumers and producers over real HTTP: each message acked exactly once.
 
-``tests/http/test_concurrency.py`` runs 8 long-polling consumers and 2 producers against one
-server process. This module runs the same kind of load across *processes*: a ``sqew serve
---workers 2`` server (two processes claiming from one SQLite file) and two separate servers on
-one file (a long poll on one woken by an enqueue on the other); and it lets consumers abandon
-leases, checking that a redelivery never overlaps the lease it replaces.
+The same kind of load on one server process (8 long-polling consumers, 2 producers), across
+the two processes of ``sqew serve --workers 2``, and on two separate servers sharing one file
+(a long poll on one woken by an enqueue on the other); consumers that abandon leases (a
+redelivery never overlaps the lease it replaces); concurrent writes that fail (they fail alone,
+not their group commit); a slow client holding up no one.
 """
 
 from __future__ import annotations
@@ -39,6 +39,63 @@ def produce(url: str, first: int, count: int) -> None:
                 top = min(n + 40, end)
                 c.enqueue_batch("q", [{"payload": {"n": i}} for i in range(n, top)])
                 n = top
+
+
+PRODUCERS = 2
+
+
+PER_PRODUCER = 1500
+
+
+CONSUMERS = 8
+
+
+def test_eight_long_polling_consumers_and_two_producers(
+    start_server: Callable[..., Any],
+) -> None:
+    server = start_server()
+    admin = sqew.Client(server.url)
+    admin.create_queue("q", visibility_ms=120_000)  # no redelivery during the test
+    produced = threading.Event()
+    acked: list[list[int]] = [[] for _ in range(CONSUMERS)]
+    delivered: list[list[tuple[int, int]]] = [[] for _ in range(CONSUMERS)]  # (id, attempts)
+    deadline = time.monotonic() + DEADLINE_S
+
+    def consume(k: int) -> None:
+        with sqew.Client(server.url) as c:
+            while time.monotonic() < deadline:
+                got = c.poll("q", batch=1 + k % 10, wait_ms=1000)
+                if not got:
+                    if produced.is_set() and c.stats("q").ready == 0:
+                        return
+                    continue
+                delivered[k] += [(m.id, m.attempts) for m in got]
+                results = c.ack_batch("q", [(m.id, m.token) for m in got])
+                assert [r.status for r in results] == ["acked"] * len(got)
+                acked[k] += [m.payload["n"] for m in got]
+
+    with ThreadPoolExecutor(CONSUMERS + PRODUCERS) as pool:
+        consumers = [pool.submit(consume, k) for k in range(CONSUMERS)]
+        producers = [pool.submit(produce, server.url, p * PER_PRODUCER, PER_PRODUCER)
+                     for p in range(PRODUCERS)]
+        for f in producers:
+            f.result(timeout=DEADLINE_S)
+        produced.set()
+        for f in consumers:
+            f.result(timeout=DEADLINE_S)
+
+    total = PRODUCERS * PER_PRODUCER
+    counts = Counter(n for per in acked for n in per)
+    assert sorted(counts) == list(range(total))  # none lost
+    assert set(counts.values()) == {1}  # none acked twice
+    deliveries = Counter(i for per in delivered for i, _ in per)
+    assert len(deliveries) == total and set(deliveries.values()) == {1}  # none delivered twice
+    assert {a for per in delivered for _, a in per} == {1}
+    assert sum(1 for per in acked if per) >= 2  # the work really was shared
+    stats = admin.stats("q")
+    assert (stats.ready, stats.leased, stats.delayed) == (0, 0, 0)
+    assert stats.enqueued_total == stats.acked_total == total
+    admin.close()
 
 
 def test_consumers_across_two_worker_processes(tmp_path: Path) -> None:
@@ -172,6 +229,36 @@ def test_abandoned_leases_are_redelivered_only_after_they_expire(
 def _drained(c: sqew.Client) -> bool:
     stats = c.stats("q")
     return stats.ready == stats.leased == stats.delayed == 0
+
+
+def test_concurrent_writes_that_fail_fail_alone(start_server: Callable[..., Any]) -> None:
+    # Concurrent requests share the writer's transactions (group commit); a request that fails
+    # (unknown queue, payload over the limit) must not take the others of its group with it.
+    server = start_server()
+    with sqew.Client(server.url) as admin:
+        admin.create_queue("q", max_payload_bytes=100)
+
+    def send(i: int) -> str:
+        with sqew.Client(server.url) as c:
+            kind = ("ok", "missing", "large")[i % 3]
+            try:
+                if kind == "ok":
+                    c.enqueue("q", {"i": i})
+                elif kind == "missing":
+                    c.enqueue("nope", {"i": i})
+                else:
+                    c.enqueue("q", "x" * 200)
+            except sqew.SqewError as exc:
+                return f"{kind}:{exc.code}"
+            return f"{kind}:ok"
+
+    with ThreadPoolExecutor(24) as pool:
+        outcomes = Counter(pool.map(send, range(600)))
+    assert outcomes == {"ok:ok": 200, "missing:QueueNotFound": 200,
+                        "large:PayloadTooLarge": 200}
+    with sqew.Client(server.url) as admin:
+        stats = admin.stats("q")
+        assert stats.ready == stats.enqueued_total == 200
 
 
 def test_a_slow_client_does_not_hold_up_others(start_server: Callable[..., Any]) -> None:

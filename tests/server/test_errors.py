@@ -1,22 +1,33 @@
-"""Bad input over real HTTP, per endpoint: every error is SPEC's envelope with the right status.
+"""Bad input over real HTTP: every error is SPEC's envelope with the right status.
 
-The basics (malformed and empty bodies, unknown fields, query ranges, 404/405, quotas with
-Retry-After, payload limits, a 500 with a request id) are in ``tests/http/test_errors.py``.
-This module adds the per-endpoint sweeps (every queue route on a missing queue, a wrong method
-on every route, the schema pages never served), ids beyond 64 bits, how a body over the limit
-is refused at the socket level, and the Idempotency-Key header.
+- routes: unknown paths; every queue route on a missing queue; a wrong method on every route;
+  no schema page served;
+- bodies and parameters: malformed and empty bodies, unknown fields, query ranges, a bad item
+  of a batch named;
+- not found and conflicts, single ack/nack/extend-lease failures, integers beyond 64 bits;
+- limits: a payload over the queue's limit, a body over the server's (at the socket: declared,
+  pipelined, streamed), the Idempotency-Key header, quotas (429 with Retry-After);
+- a 500 hides the detail and gives a request id.
 """
 
 from __future__ import annotations
 
+import logging
+import select
 import socket
+import sqlite3
+import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
+import psutil
 import pytest
 
+from sqew.core.clock import ManualClock
 from sqew.server.app import create_app
 
 from .support import envelope, port_of, read_response, request_head
@@ -37,15 +48,20 @@ def _routes() -> list[tuple[str, frozenset[str], str | None, bool]]:
 
 
 ROUTES = _routes()
+
+
 DOCUMENTED = [(p, m, op) for p, m, op, doc in ROUTES if doc]
 
 
 @pytest.fixture
 def http(start_server: Callable[..., Any]) -> Iterator[httpx.Client]:
-    """A client of a fresh server (body limit ``LIMIT``) with a queue ``q``."""
-    server = start_server(max_body_bytes=LIMIT)
+    """A client of a fresh server (body limit ``LIMIT``, a ManualClock, so a rate limit's
+    bucket does not refill between two requests) with a queue ``q`` (payloads up to 1000
+    bytes, one attempt)."""
+    server = start_server(clock=ManualClock(), max_body_bytes=LIMIT)
     with httpx.Client(base_url=server.url, timeout=30) as client:
-        assert client.post("/queues", json={"name": "q"}).status_code == 201
+        assert client.post("/queues", json={"name": "q", "max_payload_bytes": 1000,
+                                            "max_attempts": 1}).status_code == 201
         yield client
 
 
@@ -65,7 +81,17 @@ def queue(shared: httpx.Client) -> Iterator[str]:
     shared.delete(f"/queues/{name}")
 
 
-# --- every route ---------------------------------------------------------------------------------
+# --- routes ------------------------------------------------------------------------------------
+def test_unknown_paths_and_methods(http: httpx.Client) -> None:
+    envelope(http.get("/nope"), 404, "NotFound")
+    envelope(http.get("/queues/q/nope"), 404, "NotFound")
+    envelope(http.get("/schema"), 404, "NotFound")  # no schema pages are served
+    error = envelope(http.put("/queues"), 405, "MethodNotAllowed")
+    assert "PUT" in error["message"]
+    envelope(http.delete("/queues/q/poll"), 405, "MethodNotAllowed")
+    envelope(http.get("/queues/q/ack"), 405, "MethodNotAllowed")
+
+
 # A valid request to each queue route (by operation id); the queue is filled in per test.
 QUEUE_REQUESTS: dict[str, list[tuple[str, dict[str, Any] | None]]] = {
     "getQueue": [("", None)],
@@ -137,7 +163,109 @@ def test_no_schema_page_is_served(shared: httpx.Client, path: str) -> None:
     envelope(shared.get(path), 404, "NotFound")
 
 
-# --- single ack/nack/extend answers with the error codes -----------------------------------------
+# --- malformed bodies and parameters -------------------------------------------------------
+BODY_ENDPOINTS = [
+    ("POST", "/queues"), ("PATCH", "/queues/q"), ("POST", "/queues/q/messages"),
+    ("POST", "/queues/q/ack"), ("POST", "/queues/q/nack"), ("POST", "/queues/q/extend-lease"),
+    ("POST", "/queues/q/dlq/requeue"),
+]
+
+
+@pytest.mark.parametrize(("method", "path"), BODY_ENDPOINTS)
+def test_malformed_bodies(http: httpx.Client, method: str, path: str) -> None:
+    envelope(http.request(method, path, content=b"{bad"), 400, "InvalidRequest")
+    envelope(http.request(method, path, content=b'{"a": "\xff\xfe"}'), 400, "InvalidRequest")
+    error = envelope(http.request(method, path, json={"unknown_field": 1, "id": 1}), 400,
+                     "ValidationError")
+    assert error.get("details"), error
+    envelope(http.request(method, path, content=b"[1, 2]"), 400, "ValidationError")
+
+
+@pytest.mark.parametrize(("method", "path"), [p for p in BODY_ENDPOINTS if "requeue" not in p[1]])
+def test_empty_body_where_one_is_needed(http: httpx.Client, method: str, path: str) -> None:
+    envelope(http.request(method, path, content=b""), 400, "InvalidRequest")
+
+
+@pytest.mark.parametrize(("query", "bound"), [
+    ({"batch": 0}, "between 1 and 100"), ({"batch": 101}, "between 1 and 100"),
+    ({"batch": "x"}, "between 1 and 100"), ({"wait_ms": 20001}, "between 0 and 20000"),
+    ({"wait_ms": -1}, "between 0 and 20000"), ({"visibility_ms": -1}, "between 0 and 43200000"),
+])
+def test_poll_parameters_out_of_range(
+    http: httpx.Client, query: dict[str, Any], bound: str
+) -> None:
+    # Worded as the service words its own range checks, so a local client says the same.
+    error = envelope(http.post("/queues/q/poll", params=query), 400, "ValidationError")
+    (name,) = query
+    assert error["message"] == f"{name} must be an integer {bound}"
+    assert error["details"] == [
+        {"field": name, "message": f"must be an integer {bound}", "in": "query"}
+    ]
+
+
+def test_several_bad_parameters_are_all_named(http: httpx.Client) -> None:
+    error = envelope(http.post("/queues/q/poll", params={"batch": 0, "wait_ms": "x"}), 400,
+                     "ValidationError")
+    assert error["message"] == ("batch must be an integer between 1 and 100; "
+                                "wait_ms must be an integer between 0 and 20000")
+    assert [d["field"] for d in error["details"]] == ["batch", "wait_ms"]
+
+
+def test_other_parameters_out_of_range(http: httpx.Client) -> None:
+    envelope(http.get("/queues/q/peek", params={"limit": 0}), 400, "ValidationError")
+    envelope(http.get("/queues/q/peek", params={"limit": 101}), 400, "ValidationError")
+    envelope(http.get("/queues/q/dlq", params={"limit": 0}), 400, "ValidationError")
+    envelope(http.get("/queues/q/messages/0"), 400, "ValidationError")
+    envelope(http.get("/queues/q/messages/abc"), 404, "NotFound")  # no such route
+    envelope(http.post("/queues", json={"name": "x", "visibility_ms": -5}), 400,
+             "ValidationError")
+    envelope(http.post("/queues/q/messages", json={"payload": 1}, headers={
+        "Idempotency-Key": "k" * 129}), 400, "ValidationError")
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"messages": [{"payload": 1}, {"payload": 2, "bogus": 1}]}, "messages[1]"),
+    ({"messages": [{"payload": 1}, {"payload": 2, "priority": 1001}]}, "messages[1].priority"),
+    ({"messages": [{"payload": 1}, {"priority": 1}]}, "messages[1]"),
+    ({"messages": [{"payload": i} for i in range(1001)]}, "messages"),
+    ({"messages": []}, "messages"),
+    ({"acks": [{"id": 1}]}, "acks[0]"),
+    ({"nacks": [{"id": 1, "token": "t", "delay_ms": -1}]}, "nacks[0].delay_ms"),
+])
+def test_a_bad_item_of_a_batch_is_named_and_nothing_is_written(
+    shared: httpx.Client, queue: str, body: dict[str, Any], field: str
+) -> None:
+    http = shared
+    path = f"{queue}/messages" if "messages" in body else f"{queue}/{next(iter(body))[:-1]}"
+    error = envelope(http.post(path, json=body), 400, "ValidationError")
+    assert [d["field"] for d in error["details"]] == [field]
+    assert http.get(f"{queue}/stats").json()["enqueued_total"] == 0
+
+
+# --- not found, conflicts, single ack/nack/extend answers ------------------------------------
+def test_not_found_and_conflicts(http: httpx.Client) -> None:
+    envelope(http.get("/queues/nope"), 404, "QueueNotFound")
+    envelope(http.post("/queues/nope/messages", json={"payload": 1}), 404, "QueueNotFound")
+    envelope(http.post("/queues/nope/poll"), 404, "QueueNotFound")
+    envelope(http.get("/queues/q/messages/99"), 404, "MessageNotFound")
+    envelope(http.delete("/queues/q/messages/99"), 404, "MessageNotFound")
+    envelope(http.post("/queues/q/ack", json={"id": 99, "token": "t"}), 404, "MessageNotFound")
+    envelope(http.post("/queues", json={"name": "q"}), 409, "QueueExists")
+    envelope(http.post("/queues", json={"name": "q.dlq"}), 400, "ValidationError")
+    http.post("/queues/q/messages", json={"payload": 1})
+    leased = http.post("/queues/q/poll").json()["messages"][0]
+    envelope(http.post("/queues/q/ack", json={"id": leased["id"], "token": "wrong"}), 409,
+             "LeaseLost")
+    envelope(http.post("/queues/q/extend-lease", json={"id": leased["id"], "token": "wrong",
+                                                      "ms": 10}), 409, "LeaseLost")
+    # Batch forms answer 200 with per-item statuses instead.
+    got = http.post("/queues/q/ack", json={"acks": [{"id": leased["id"], "token": "wrong"},
+                                                    {"id": 99, "token": "t"}]})
+    assert got.status_code == 200
+    assert got.json() == {"results": [{"id": leased["id"], "status": "lease_lost"},
+                                      {"id": 99, "status": "not_found"}]}
+
+
 def test_single_nack_and_extend_lease_failures_use_the_error_codes(
     shared: httpx.Client, queue: str
 ) -> None:
@@ -159,7 +287,7 @@ def test_single_nack_and_extend_lease_failures_use_the_error_codes(
     assert ack.json() == {"results": [{"id": leased["id"], "status": "acked"}]}
 
 
-# --- ids beyond 64 bits --------------------------------------------------------------------------
+# --- integers beyond 64 bits ------------------------------------------------------------------
 @pytest.mark.parametrize(("method", "path", "params"), [
     ("GET", f"/queues/q/messages/{BIG}", None),
     ("DELETE", f"/queues/q/messages/{BIG}", None),
@@ -204,7 +332,15 @@ def test_the_largest_64_bit_integers_in_a_body_are_accepted(
     assert got.status_code == 200 and got.json() == {"requeued": 0}, got.text
 
 
-# --- bodies over the server's limit, at the socket -----------------------------------------------
+# --- payloads and bodies over the limits ------------------------------------------------------
+def test_payload_over_the_queue_limit(http: httpx.Client) -> None:
+    envelope(http.post("/queues/q/messages", json={"payload": "x" * 2000}), 413,
+             "PayloadTooLarge")
+    batch = {"messages": [{"payload": 1}, {"payload": "x" * 2000}]}
+    envelope(http.post("/queues/q/messages", json=batch), 413, "PayloadTooLarge")
+    assert http.get("/queues/q/stats").json()["enqueued_total"] == 0  # all or nothing
+
+
 def test_a_declared_length_over_the_limit_is_refused_before_the_body_is_sent(
     start_server: Callable[..., Any],
 ) -> None:
@@ -240,29 +376,60 @@ def test_after_a_body_over_the_limit_the_connection_is_closed_or_still_in_step(
         assert got.closed
 
 
-def test_a_refused_upload_is_not_read_to_the_end(http: httpx.Client) -> None:
-    # The 413 says `Connection: close` and the server closes, so the client stops sending
-    # rather than the server reading (and dropping) the whole upload.
-    total = 64 * 1024 * 1024
-    sent = 0
+def test_streamed_body_over_the_limit_is_answered_before_it_is_all_sent(
+    http: httpx.Client,
+) -> None:
+    # A chunked upload (no Content-Length) of 100 MB from a generator that counts what it gave:
+    # the 413 (with `Connection: close`, and the server closes) must arrive while most of the
+    # generator is still unread, so the client stops sending rather than the server reading
+    # and dropping the whole upload; and the server must not hold the body (it runs in this
+    # process, so its memory is ours to measure).
+    # httpx sends a whole body before it reads the answer, so this client is a raw socket that
+    # watches for the answer between chunks.
+    total = 100 * 1024 * 1024
+    given = 0
 
     def chunks() -> Iterator[bytes]:
-        nonlocal sent
+        nonlocal given
         yield b'{"payload": "'
         chunk = b"x" * 65536
-        while sent < total:
-            sent += len(chunk)
+        while given < total:
+            given += len(chunk)
             yield chunk
         yield b'"}'
 
-    try:
-        response: httpx.Response | None = http.post("/queues/q/messages", content=chunks())
-    except httpx.TransportError:
-        response = None  # the server closed while we were still sending
-    if response is not None:
-        envelope(response, 413, "PayloadTooLarge")
-        assert response.headers["connection"] == "close"
-    assert sent < total
+    me = psutil.Process()
+    before = me.memory_info().rss
+    url = httpx.URL(str(http.base_url))
+    head = (f"POST /queues/q/messages HTTP/1.1\r\nHost: {url.host}:{url.port}\r\n"
+            "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+    answer = b""
+    with socket.create_connection((url.host, url.port), timeout=10) as sock:
+        sock.sendall(head.encode())
+        deadline = time.monotonic() + 30
+        for chunk in chunks():
+            readable, _, _ = select.select([sock], [], [], 0)
+            if readable or time.monotonic() > deadline:
+                break  # the server has answered (or closed): stop sending
+            try:
+                sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            except OSError:
+                break  # closed by the server while we were still sending
+        while b"\r\n\r\n" not in answer or not answer.endswith(b"}"):
+            part = sock.recv(65536)
+            if not part:
+                break
+            answer += part
+    head_bytes, _, body = answer.partition(b"\r\n\r\n")
+    assert head_bytes.startswith(b"HTTP/1.1 413 "), answer[:300]
+    assert b"\r\nconnection: close" in head_bytes.lower(), head_bytes
+    error = msgspec.json.decode(body)
+    assert list(error) == ["error"] and set(error["error"]) == {"code", "message"}, error
+    assert error["error"]["code"] == "PayloadTooLarge", error
+    assert given < total // 4, given  # answered long before the upload ended
+    assert me.memory_info().rss - before < 50 * 1024 * 1024
+    assert http.get("/queues/q/stats").json()["enqueued_total"] == 0
+    assert http.get("/healthz").json() == {"status": "ok"}
 
 
 # --- Idempotency-Key header ----------------------------------------------------------------------
@@ -287,21 +454,50 @@ def test_the_idempotency_key_header(shared: httpx.Client, queue: str) -> None:
     assert http.get(f"{queue}/stats").json()["enqueued_total"] == 1
 
 
-# --- batch validation ----------------------------------------------------------------------------
-@pytest.mark.parametrize(("body", "field"), [
-    ({"messages": [{"payload": 1}, {"payload": 2, "bogus": 1}]}, "messages[1]"),
-    ({"messages": [{"payload": 1}, {"payload": 2, "priority": 1001}]}, "messages[1].priority"),
-    ({"messages": [{"payload": 1}, {"priority": 1}]}, "messages[1]"),
-    ({"messages": [{"payload": i} for i in range(1001)]}, "messages"),
-    ({"messages": []}, "messages"),
-    ({"acks": [{"id": 1}]}, "acks[0]"),
-    ({"nacks": [{"id": 1, "token": "t", "delay_ms": -1}]}, "nacks[0].delay_ms"),
-])
-def test_a_bad_item_of_a_batch_is_named_and_nothing_is_written(
-    shared: httpx.Client, queue: str, body: dict[str, Any], field: str
+# --- quotas, internal errors -----------------------------------------------------------------
+def test_quotas_answer_429_with_retry_after(http: httpx.Client) -> None:
+    http.post("/queues", json={"name": "small", "max_depth": 1})
+    http.post("/queues/small/messages", json={"payload": 1})
+    full = http.post("/queues/small/messages", json={"payload": 2})
+    envelope(full, 429, "QueueFull")
+    assert int(full.headers["retry-after"]) >= 0
+    http.post("/queues", json={"name": "slow", "rate_limit_per_s": 1})
+    http.post("/queues/slow/messages", json={"payload": 1})
+    limited = http.post("/queues/slow/messages", json={"payload": 2})
+    envelope(limited, 429, "RateLimited")
+    assert int(limited.headers["retry-after"]) >= 1
+
+
+def test_internal_errors_hide_the_detail_and_give_a_request_id(
+    start_server: Callable[..., Any], tmp_path: Path,
 ) -> None:
-    http = shared
-    path = f"{queue}/messages" if "messages" in body else f"{queue}/{next(iter(body))[:-1]}"
-    error = envelope(http.post(path, json=body), 400, "ValidationError")
-    assert [d["field"] for d in error["details"]] == [field]
-    assert http.get(f"{queue}/stats").json()["enqueued_total"] == 0
+    # A real failure the service does not expect: a table disappears under the running server
+    # (another program damaging the file).
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    db = tmp_path / "broken.db"
+    server = start_server(db=str(db))
+    logger = logging.getLogger("sqew.server")
+    keep = Keep(logging.ERROR)
+    logger.addHandler(keep)
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as http:
+            http.post("/queues", json={"name": "q"})
+            conn = sqlite3.connect(db)
+            conn.execute("DROP TABLE dedup")
+            conn.commit()
+            conn.close()
+            response = http.post("/queues/q/messages",
+                                 json={"payload": 1, "idempotency_key": "k"})
+    finally:
+        logger.removeHandler(keep)
+    error = envelope(response, 500, "InternalError")
+    request_id = response.headers["x-request-id"]
+    assert request_id in error["message"]
+    assert "dedup" not in response.text and "sqlite" not in response.text.lower()
+    logged = [r for r in records if request_id in r.getMessage()]
+    assert logged and logged[0].exc_info is not None  # the detail is in the log

@@ -1,11 +1,13 @@
 """Long polls over real HTTP: what ends a wait, what does not, and what a wait costs.
 
-Already covered elsewhere: woken by an enqueue through the same server (the contract suite, on
-both targets), woken by another process writing the file, a departed client leasing nothing,
-shutdown ending waits, and the SQL of one idle wait (``tests/http``). This module adds waits
-ended by time passing (a delayed message coming due, a nack's delay, a lease expiring), a
-queue deleted under a waiting poll, a departed client's thread being freed, many waiters
-sharing one batch, and the work idle waiters do when *other* queues are busy.
+- woken by a write: an enqueue through the same server (the contract suite also covers it, on
+  both targets), another process writing the same file;
+- woken by time passing: a delayed message coming due, a nack's delay, a lease expiring;
+- ended otherwise: the queue deleted, the server shutting down; a departed client leases
+  nothing and frees its poll thread;
+- many waiters share one batch, each message once;
+- cost: the SQL one idle wait runs, and the claims idle waiters make while *other* queues
+  are busy.
 
 Waits here are long (``WAIT_S``) and every test asserts on what a poll returned; where the
 point is that a poll returned early, the bound is a fraction of its wait, never a tight time.
@@ -14,20 +16,28 @@ point is that a poll returned early, the bound is a fraction of its wait, never 
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 import sqew
+from sqew.core.clock import system_clock
 from sqew.server.app import begin_shutdown
 
 WAIT_MS = 15_000
+
+
 WAIT_S = WAIT_MS / 1000
+
+
 EARLY_S = WAIT_S / 2  # "returned early": well before its wait would have ended
 
 
@@ -51,7 +61,43 @@ def client(server: Any) -> Iterator[sqew.Client]:
         yield c
 
 
-# --- time passing ends a wait ---------------------------------------------------------------------
+# --- a write wakes a wait ---------------------------------------------------------------------
+def test_woken_by_an_enqueue_through_the_server(start_server: Callable[..., Any]) -> None:
+    server = start_server()
+    with sqew.Client(server.url) as consumer, sqew.Client(server.url) as producer:
+        consumer.create_queue("q")
+        with ThreadPoolExecutor(1) as pool:
+            waiting = pool.submit(consumer.poll, "q", wait_ms=WAIT_MS)
+            time.sleep(0.3)  # the poll is waiting by now (if not, it finds the message at once)
+            producer.enqueue("q", {"n": 1})
+            written = time.monotonic()
+            got = waiting.result(timeout=WAIT_MS / 1000 + 5)
+            woken_after = time.monotonic() - written
+    assert [(m.payload, m.attempts) for m in got] == [({"n": 1}, 1)]
+    assert woken_after < WAIT_MS / 1000 / 3  # woken by the enqueue, not by the end of the wait
+
+
+def test_woken_by_another_process_writing_the_same_file(
+    start_server: Callable[..., Any], tmp_path: Path
+) -> None:
+    db = tmp_path / "shared.db"
+    server = start_server(db=str(db))
+    with sqew.Client(server.url) as client:
+        client.create_queue("q")
+        with ThreadPoolExecutor(1) as pool:
+            waiting = pool.submit(client.poll, "q", wait_ms=WAIT_MS)
+            time.sleep(0.3)
+            script = ("import sqew, sys; c = sqew.Client(sys.argv[1]); "
+                      "c.enqueue('q', {'from': 'elsewhere'}); c.close()")
+            subprocess.run([sys.executable, "-c", script, str(db)], check=True, timeout=60)
+            written = time.monotonic()
+            got = waiting.result(timeout=WAIT_MS / 1000 + 5)
+            woken_after = time.monotonic() - written
+    assert [m.payload for m in got] == [{"from": "elsewhere"}]
+    assert woken_after < WAIT_MS / 1000 / 3  # woken by the write, not by the end of the wait
+
+
+# --- time passing wakes a wait ---------------------------------------------------------------
 def test_a_delayed_message_wakes_a_waiting_poll_when_it_comes_due(
     server: Any, client: sqew.Client
 ) -> None:
@@ -79,6 +125,7 @@ def test_an_expiring_lease_wakes_a_waiting_poll(server: Any, client: sqew.Client
     assert took < EARLY_S
 
 
+# --- other ends of a wait ---------------------------------------------------------------------
 def test_deleting_the_queue_ends_a_waiting_poll_with_queue_not_found(
     server: Any, client: sqew.Client
 ) -> None:
@@ -94,8 +141,26 @@ def test_deleting_the_queue_ends_a_waiting_poll_with_queue_not_found(
     assert time.monotonic() - started < EARLY_S
 
 
-# --- departed clients ----------------------------------------------------------------------------
-def test_a_departed_client_frees_its_poll_thread(start_server: Callable[..., Any]) -> None:
+def test_shutdown_ends_waiting_polls_at_once(start_server: Callable[..., Any]) -> None:
+    server = start_server()
+    with sqew.Client(server.url) as client:
+        client.create_queue("q")
+        results: list[Any] = []
+        waiter = threading.Thread(
+            target=lambda: results.append(client.poll("q", wait_ms=WAIT_MS)), daemon=True
+        )
+        waiter.start()
+        time.sleep(0.3)
+        started = time.monotonic()
+        begin_shutdown(server.app)
+        waiter.join(WAIT_MS / 1000)
+        assert results == [[]]
+        assert time.monotonic() - started < WAIT_MS / 1000 / 3
+
+
+def test_a_departed_client_leases_nothing_and_frees_its_poll_thread(
+    start_server: Callable[..., Any],
+) -> None:
     # One poll thread: had the departed poll kept waiting, the next poll (on another queue)
     # would queue behind it for the whole 15 s wait and only then see its message.
     server = start_server(poll_threads=1)
@@ -103,7 +168,7 @@ def test_a_departed_client_frees_its_poll_thread(start_server: Callable[..., Any
         c.create_queue("a")
         c.create_queue("b")
         left = time.monotonic()
-        with pytest.raises(httpx.ReadTimeout):
+        with pytest.raises(httpx.ReadTimeout):  # the consumer gives up after 0.5 s
             httpx.post(f"{server.url}/queues/a/poll", params={"wait_ms": WAIT_MS}, timeout=0.5)
         timer = threading.Timer(0.5, lambda: c.enqueue("b", "for the next poll"))
         timer.start()
@@ -113,10 +178,15 @@ def test_a_departed_client_frees_its_poll_thread(start_server: Callable[..., Any
             timer.join(WAIT_S)
         assert [m["payload"] for m in got] == ["for the next poll"]
         assert time.monotonic() - left < EARLY_S
-        assert c.stats("a").leased == 0
+        # Nor does the departed poll lease what comes next: the next consumer gets it, as its
+        # first delivery.
+        c.enqueue("a", "for the next consumer")
+        got_a = c.poll("a", wait_ms=5000)
+        assert [(m.payload, m.attempts) for m in got_a] == [("for the next consumer", 1)]
+        assert c.stats("a").leased == 1
 
 
-# --- many waiters ------------------------------------------------------------------------------
+# --- many waiters -----------------------------------------------------------------------------
 def test_many_waiters_share_one_batch_each_message_once(
     server: Any, client: sqew.Client
 ) -> None:
@@ -133,6 +203,66 @@ def test_many_waiters_share_one_batch_each_message_once(
     got = [m["id"] for messages, _ in results for m in messages]
     assert sorted(got) == sorted(sent)
     assert all(len(messages) == 1 and took < EARLY_S for messages, took in results)
+
+
+# --- what a wait costs ------------------------------------------------------------------------
+class Statements(logging.Handler):
+    """Collects the statements logged on ``sqew.sql``."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.seen: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:  # called holding the handler's lock
+        self.seen.append(record.getMessage())
+
+    def take(self) -> list[str]:
+        self.acquire()
+        try:
+            out, self.seen = self.seen, []
+        finally:
+            self.release()
+        return out
+
+
+def test_a_waiting_poll_runs_no_queries_only_a_cheap_change_check(
+    start_server: Callable[..., Any],
+) -> None:
+    # The reaper (a timer, once a second by default) is set aside: only the poll is counted.
+    server = start_server(clock=system_clock, trace_sql=True, reap_interval_ms=600_000)
+    url = server.url
+    logger = logging.getLogger("sqew.sql")
+    handler = Statements()
+    logger.addHandler(handler)
+    level = logger.level
+    logger.setLevel(logging.DEBUG)
+    try:
+        with httpx.Client(base_url=url, timeout=30) as http:
+            assert http.post("/queues", json={"name": "q"}).status_code == 201
+            handler.take()
+            response = http.post("/queues/q/poll", params={"wait_ms": 2000})
+            assert response.json() == {"messages": []}
+            during = handler.take()
+            # The same wait with a message arriving: it is woken and leases it.
+            sender = threading.Timer(
+                0.3, lambda: httpx.post(f"{url}/queues/q/messages", json={"payload": 1})
+            )
+            sender.start()
+            woken = http.post("/queues/q/poll", params={"wait_ms": 10000}).json()
+            assert [m["payload"] for m in woken["messages"]] == [1]
+            sender.join(10)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    checks = [s for s in during if s.strip().upper() == "PRAGMA DATA_VERSION"]
+    queries = [s for s in during if s not in checks]
+    # A poll reaps once (its first call), tries to claim at the start (BEGIN, find queue, claim,
+    # when-next-due x2, COMMIT, in a group-commit savepoint) and once at the end of the wait;
+    # in between only the 50 ms change check: 2 s / 50 ms = 40 of them.
+    claims = [q for q in queries if q.startswith("UPDATE messages SET lease_expires_at")]
+    assert len(claims) <= 2, "\n".join(q[:70] for q in queries)
+    assert len(queries) <= 24, "\n".join(q[:70] for q in queries)
+    assert 10 <= len(checks) <= 60, len(checks)
 
 
 class Claims(logging.Handler):

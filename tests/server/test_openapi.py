@@ -1,11 +1,14 @@
-"""The live server's *successful* answers match docs/openapi.yaml, on a queue that has data.
+"""docs/openapi.yaml is the app's own document, and the live server keeps its promises.
 
-``tests/http/test_openapi.py`` has the drift test, the operation-id guard and a schemathesis
-run on an empty server, where nearly every queue operation answers 404 and the success
-schemas of messages, leases, stats and DLQ listings are hardly ever checked. Here every
-generated case is pointed at a queue holding ready, leased and dead-lettered messages, message
-ids in paths are real ones, and single ack/nack/extend-lease bodies carry a live lease, so
-most cases get a 2xx answer whose body is checked against the document.
+The drift test regenerates the document from the app; every route has an explicit operation
+id. Two schemathesis runs send generated requests (valid and invalid) for every operation to a
+live server on 127.0.0.1 — no answer may be a 5xx, and every answer must match the document
+(status, content type, body schema):
+- as generated: on queues that mostly do not exist, so nearly every queue operation answers
+  404 and the error shapes are what gets checked;
+- pointed at a queue holding ready, leased and dead-lettered messages, with real message ids
+  in paths and a live lease in single ack/nack/extend-lease bodies, so most cases get a 2xx
+  answer whose body (messages, leases, stats, DLQ listings) is checked against the document.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 import schemathesis
+import yaml
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
@@ -25,11 +29,52 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from sqew.server import openapi
+from sqew.server.app import create_app
 
 schema = schemathesis.openapi.from_path(openapi.DEFAULT_PATH)
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
+          response_schema_conformance]
+
+
+def test_the_document_is_up_to_date() -> None:
+    assert openapi.main(["--check"]) == 0, "run `python -m sqew.server.openapi`"
+
+
+def test_every_route_is_documented_with_an_explicit_operation_id() -> None:
+    app = create_app()
+    doc = yaml.safe_load(openapi.DEFAULT_PATH.read_text())
+    documented = {
+        (path, method.upper()): op["operationId"]
+        for path, item in doc["paths"].items() for method, op in item.items()
+    }
+    for route in app.routes:
+        for handler in getattr(route, "route_handlers", []):
+            if not handler.resolve_include_in_schema():
+                continue
+            assert isinstance(handler.operation_id, str), handler  # explicit, not generated
+            for method in handler.http_methods:
+                path = route.path_format
+                assert documented.get((path, method)) == handler.operation_id, (path, method)
+    assert len(documented) == 22  # SPEC §2 without /keys
+
+
+@schema.parametrize()
+@settings(max_examples=8, deadline=None, database=None,
+          suppress_health_check=list(HealthCheck))
+def test_the_live_server_keeps_the_document(case: Any, module_server: Any) -> None:
+    case.call_and_validate(
+        base_url=module_server.url,
+        checks=CHECKS,
+    )
+
+
+# --- on a queue with data -------------------------------------------------------------------
 QUEUE = "jobs"
+
+
 LEASE_BODIES = {"ack", "nack", "extendLease"}
-# Settings put back before each case (generated updateQueue cases change them).
+
+
 BASELINE = {"max_attempts": 1, "visibility_ms": 600_000, "max_payload_bytes": 262_144,
             "max_depth": 0, "rate_limit_per_s": 0, "hmac_secret": None}
 
@@ -82,6 +127,5 @@ def test_answers_on_a_queue_with_data_match_the_document(
         case.body = {**case.body, **state["lease"]}
     case.call_and_validate(
         base_url=module_server.url,
-        checks=[not_a_server_error, status_code_conformance, content_type_conformance,
-                response_schema_conformance],
+        checks=CHECKS,
     )

@@ -1,9 +1,13 @@
-"""``sqew serve --workers 2``: every worker accepts on a listening socket of its own.
+"""``sqew serve --workers 2``: processes sharing one database file.
 
-On one shared socket, whichever worker sat in ``accept`` took most connections; with a
-``SO_REUSEPORT`` socket per worker the kernel spreads them by hash. Checked from outside with
-psutil: which process holds which socket (no debug endpoint, no header). The supervisor must
-hold no listening socket itself: the kernel would route connections to it and they would hang.
+Every worker accepts on a listening socket of its own. On one shared socket, whichever worker
+sat in ``accept`` took most connections; with a ``SO_REUSEPORT`` socket per worker the kernel
+spreads them by hash. Checked from outside with psutil: which process holds which socket (no
+debug endpoint, no header). The supervisor must hold no listening socket itself: the kernel
+would route connections to it and they would hang.
+A worker that dies is replaced; SIGTERM and SIGINT stop them all (waiting polls end at once);
+a port another server's workers hold is refused. Many consumers across two workers are in
+``test_concurrency.py``.
 """
 
 from __future__ import annotations
@@ -16,16 +20,19 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psutil
 import pytest
 
-from .support import SQEW_BIN, STOP_S, request_head, serve
+from .support import SQEW_BIN, STOP_S, poll_in_background, request_head, serve
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux",
+linux_only = pytest.mark.skipif(sys.platform != "linux",
                                 reason="SO_REUSEPORT balances connections on Linux only")
+WAIT_MS = 20_000
 
 CONNECTIONS = 32
 
@@ -58,6 +65,21 @@ def _workers(pid: int, port: int, count: int, timeout: float = 30.0) -> list[psu
             if len(ready) == count:
                 return ready
         assert time.monotonic() < deadline, f"{len(workers)} workers, not {count}, listen"
+        time.sleep(0.05)
+
+
+def _workers_with_open(
+    pid: int, db: Path, count: int, timeout: float = 30.0
+) -> list[psutil.Process]:
+    """The ``count`` worker processes of ``pid`` once each has ``db`` open (started serving)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        workers = [c for c in psutil.Process(pid).children(recursive=True)
+                   if "spawn_main" in " ".join(c.cmdline())]  # not multiprocessing's tracker
+        ready = [w for w in workers if str(db) in {f.path for f in w.open_files()}]
+        if len(ready) >= count:
+            return ready
+        assert time.monotonic() < deadline, f"{len(ready)} of {count} workers after {timeout}s"
         time.sleep(0.05)
 
 
@@ -113,6 +135,8 @@ def _stop(server: Any, workers: list[psutil.Process]) -> None:
     assert "Traceback" not in server.stderr()
 
 
+# --- balancing and supervision ---------------------------------------------------------------
+@linux_only
 def test_both_workers_accept_connections_from_the_moment_of_the_announcement(
     tmp_path: Path,
 ) -> None:
@@ -124,6 +148,7 @@ def test_both_workers_accept_connections_from_the_moment_of_the_announcement(
         _stop(server, workers)
 
 
+@linux_only
 def test_a_worker_that_dies_is_replaced_with_a_socket_of_its_own(tmp_path: Path) -> None:
     with serve(tmp_path / "w.db", "--workers", "2") as server:
         first = _workers(server.proc.pid, server.port, 2)
@@ -137,6 +162,27 @@ def test_a_worker_that_dies_is_replaced_with_a_socket_of_its_own(tmp_path: Path)
             _stop(server, workers)
 
 
+# --- stopping and refusing -------------------------------------------------------------------
+def test_sigint_ends_waiting_polls_on_two_workers(tmp_path: Path) -> None:
+    db = tmp_path / "w.db"
+    # (The pool is left last: a failing test kills the server first, ending the polls.)
+    with ThreadPoolExecutor(6) as pool, serve(db, "--workers", "2") as server:
+        workers = _workers_with_open(server.proc.pid, db, 2)  # both serve the same file
+        httpx.post(f"{server.url}/queues", json={"name": "q"}, timeout=30)
+        waiting = [poll_in_background(pool, server.url, "q") for _ in range(6)]
+        time.sleep(0.5)
+        signalled = time.monotonic()
+        server.proc.send_signal(signal.SIGINT)
+        answers = [w.result(timeout=STOP_S) for w in waiting]
+        assert [(a.status_code, a.json()) for a in answers] == [(200, {"messages": []})] * 6
+        assert time.monotonic() - signalled < WAIT_MS / 1000 / 4
+        assert server.proc.wait(STOP_S) == 0
+        assert "Traceback" not in server.stderr()
+        gone = psutil.wait_procs(workers, timeout=STOP_S)[1]
+        assert not [w for w in gone if w.status() != psutil.STATUS_ZOMBIE]
+
+
+@linux_only
 def test_a_port_held_by_another_server_s_workers_is_a_one_line_error(tmp_path: Path) -> None:
     # The second server's own SO_REUSEPORT sockets could join the first one's group (same
     # user): a plain bind checks the port first.

@@ -24,7 +24,7 @@ async def list_dlq(
 ) -> models.MessageList:
     """Messages in the queue's DLQ by id, after ``after_id`` (for paging)."""
     rt = runtime(request)
-    return models.MessageList(await rt.run(rt.service.dlq_list, q, limit, after_id))
+    return models.MessageList(await rt.service.dlq_list(q, limit, after_id))
 
 
 @post("/queues/{q:str}/dlq/requeue", operation_id="requeueDlq", status_code=200,
@@ -36,7 +36,7 @@ async def requeue_dlq(request: Req, q: wire.QueuePath) -> models.Requeued:
     body = await wire.read_body(request, rt.settings.max_body_bytes)
     ids = (wire.decode(body, models.RequeueIn, rt.settings.max_json_depth).ids if body.strip()
            else None)
-    return models.Requeued(await rt.run(rt.service.dlq_requeue, q, ids))
+    return models.Requeued(await rt.service.dlq_requeue(q, ids))
 
 
 @post("/queues/{q:str}/dlq/purge", operation_id="purgeDlq", status_code=200,
@@ -44,7 +44,7 @@ async def requeue_dlq(request: Req, q: wire.QueuePath) -> models.Requeued:
 async def purge_dlq(request: Req, q: wire.QueuePath) -> models.Purged:
     """Delete every message of the queue's DLQ."""
     rt = runtime(request)
-    return models.Purged(await rt.run(rt.service.dlq_purge, q))
+    return models.Purged(await rt.service.dlq_purge(q))
 
 
 HANDLERS = [list_dlq, requeue_dlq, purge_dlq]

@@ -67,11 +67,12 @@ async def enqueue(
                 details=[{"field": "Idempotency-Key", "message": "not allowed with a batch"}],
             )
         batch = wire.decode_batch(body, rt.settings.max_json_depth)
-        return JsonResponse(models.EnqueueBatchResult(await rt.enqueue(q, batch.messages)), 201)
+        results = await rt.service.enqueue(q, batch.messages)
+        return JsonResponse(models.EnqueueBatchResult(results), 201)
     message = wire.decode_message(body, rt.settings.max_json_depth)
     if idempotency_key is not None:
         message = _with_key(message, idempotency_key)
-    (result,) = await rt.enqueue(q, [message])
+    (result,) = await rt.service.enqueue(q, [message])
     return JsonResponse(result, 201)
 
 
@@ -121,9 +122,10 @@ async def ack(request: Req, q: wire.QueuePath) -> ASGIApp:
     body = await wire.read_body(request, rt.settings.max_body_bytes)
     if _ACKS.match(body):
         items = wire.decode(body, models.AckBatchIn, rt.settings.max_json_depth).acks
-        return JsonResponse(models.ResultList(await rt.ack(q, [(a.id, a.token) for a in items])))
+        acked = await rt.service.ack(q, [(a.id, a.token) for a in items])
+        return JsonResponse(models.ResultList(acked))
     one = wire.decode(body, models.AckIn, rt.settings.max_json_depth)
-    (result,) = await rt.ack(q, [(one.id, one.token)])
+    (result,) = await rt.service.ack(q, [(one.id, one.token)])
     if result.status != "acked":
         raise item_error(result)
     return JsonResponse(models.ResultList([result]))
@@ -137,9 +139,9 @@ async def nack(request: Req, q: wire.QueuePath) -> models.ResultList:
     body = await wire.read_body(request, rt.settings.max_body_bytes)
     if _NACKS.match(body):
         items = wire.decode(body, models.NackBatchIn, rt.settings.max_json_depth).nacks
-        return models.ResultList(await rt.run(rt.service.nack, q, items))
+        return models.ResultList(await rt.service.nack(q, items))
     one = wire.decode(body, models.NackIn, rt.settings.max_json_depth)
-    (result,) = await rt.run(rt.service.nack, q, [one])
+    (result,) = await rt.service.nack(q, [one])
     if result.status in ("lease_lost", "not_found"):
         raise item_error(result)
     return models.ResultList([result])
@@ -151,28 +153,28 @@ async def extend_lease(request: Req, q: wire.QueuePath) -> models.LeaseExtended:
     """Set the lease of a held message to end ``ms`` from now."""
     rt = runtime(request)
     item = await wire.read_json(request, models.ExtendLeaseIn, rt.settings)
-    return await rt.run(rt.service.extend_lease, q, item.id, item.token, item.ms)
+    return await rt.service.extend_lease(q, item.id, item.token, item.ms)
 
 
 @get("/queues/{q:str}/stats", operation_id="getStats", summary="Queue depths and counters")
 async def stats(request: Req, q: wire.QueuePath) -> models.Stats:
     """Depths (ready, delayed, leased, dlq) and lifetime counters of a queue."""
     rt = runtime(request)
-    return await rt.run(rt.service.stats, q)
+    return await rt.service.stats(q)
 
 
 @get("/queues/{q:str}/peek", operation_id="peek", summary="Look at the next ready messages")
 async def peek(request: Req, q: wire.QueuePath, limit: PeekLimit = 10) -> models.MessageList:
     """The next ready messages in delivery order, without leasing them."""
     rt = runtime(request)
-    return models.MessageList(await rt.run(rt.service.peek, q, limit))
+    return models.MessageList(await rt.service.peek(q, limit))
 
 
 @get("/queues/{q:str}/messages/{id:int}", operation_id="getMessage", summary="Get a message")
 async def get_message(request: Req, q: wire.QueuePath, id: MessageIdParam) -> models.Message:
     """One message of the queue by id."""
     rt = runtime(request)
-    return await rt.run(rt.service.get_message, q, id)
+    return await rt.service.get_message(q, id)
 
 
 @delete("/queues/{q:str}/messages/{id:int}", operation_id="removeMessage", status_code=204,
@@ -180,7 +182,7 @@ async def get_message(request: Req, q: wire.QueuePath, id: MessageIdParam) -> mo
 async def remove_message(request: Req, q: wire.QueuePath, id: MessageIdParam) -> None:
     """Delete one message by id, whatever its state."""
     rt = runtime(request)
-    await rt.run(rt.service.remove_message, q, id)
+    await rt.service.remove_message(q, id)
 
 
 @post("/queues/{q:str}/purge", operation_id="purgeQueue", status_code=200,
@@ -188,7 +190,7 @@ async def remove_message(request: Req, q: wire.QueuePath, id: MessageIdParam) ->
 async def purge(request: Req, q: wire.QueuePath) -> models.Purged:
     """Delete every message of the queue (its DLQ is kept)."""
     rt = runtime(request)
-    return models.Purged(await rt.run(rt.service.purge, q))
+    return models.Purged(await rt.service.purge(q))
 
 
 HANDLERS = [enqueue, poll, ack, nack, extend_lease, stats, peek, get_message, remove_message,

@@ -26,7 +26,7 @@ async def readyz(request: Req) -> models.Health:
     if rt.draining:
         raise errors.Unavailable("the server is shutting down")
     backend = rt.service.backend
-    revision = await rt.run(backend.schema_revision)
+    revision = await rt.offload(backend.schema_revision)
     if revision != backend.schema_head:
         raise errors.Unavailable(
             f"the database schema is at {revision}, not at {backend.schema_head}; "

@@ -19,21 +19,21 @@ async def create_queue(request: Req) -> models.Queue:
     """Create a queue named ``name`` with optional settings; its DLQ is ``name.dlq``."""
     rt = runtime(request)
     spec = await wire.read_json(request, models.QueueCreate, rt.settings)
-    return await rt.run(rt.service.create_queue, spec)
+    return await rt.service.create_queue(spec)
 
 
 @get("/queues", operation_id="listQueues", summary="List queues")
 async def list_queues(request: Req) -> models.QueueList:
     """Every queue, dead-letter queues included, by name."""
     rt = runtime(request)
-    return models.QueueList(await rt.run(rt.service.list_queues))
+    return models.QueueList(await rt.service.list_queues())
 
 
 @get("/queues/{q:str}", operation_id="getQueue", summary="Show a queue with its stats")
 async def get_queue(request: Req, q: wire.QueuePath) -> models.Queue:
     """One queue's settings and its ``stats``."""
     rt = runtime(request)
-    return await rt.run(rt.service.get_queue, q)
+    return await rt.service.get_queue(q)
 
 
 @patch("/queues/{q:str}", operation_id="updateQueue", opt={"body": models.QueueSettings},
@@ -42,7 +42,7 @@ async def update_queue(request: Req, q: wire.QueuePath) -> models.Queue:
     """Change some settings of a queue; the others keep their values."""
     rt = runtime(request)
     settings = await wire.read_json(request, models.QueueSettings, rt.settings)
-    return await rt.run(rt.service.update_queue, q, settings)
+    return await rt.service.update_queue(q, settings)
 
 
 @delete("/queues/{q:str}", operation_id="deleteQueue", status_code=204,
@@ -50,7 +50,7 @@ async def update_queue(request: Req, q: wire.QueuePath) -> models.Queue:
 async def delete_queue(request: Req, q: wire.QueuePath) -> None:
     """Remove a queue with its dead-letter queue and every message of both."""
     rt = runtime(request)
-    await rt.run(rt.service.delete_queue, q)
+    await rt.service.delete_queue(q)
 
 
 @post("/queues/{q:str}/compact", operation_id="compactQueue", status_code=200,
@@ -58,7 +58,7 @@ async def delete_queue(request: Req, q: wire.QueuePath) -> None:
 async def compact(request: Req, q: wire.QueuePath) -> models.Removed:
     """Remove expired messages and tombstones, then let the database reclaim space."""
     rt = runtime(request)
-    return models.Removed(await rt.run(rt.service.compact, q))
+    return models.Removed(await rt.service.compact(q))
 
 
 HANDLERS = [create_queue, list_queues, get_queue, update_queue, delete_queue, compact]

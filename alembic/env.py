@@ -1,4 +1,8 @@
-"""Alembic environment: runs on the connection sqew hands over (``config.attributes``)."""
+"""Alembic environment: runs on the connection sqew hands over (``config.attributes``).
+
+sqew.migrate points Alembic here (or at the copy a wheel ships as ``sqew/_alembic``);
+``alembic.ini`` does for developers running ``alembic revision --autogenerate``.
+"""
 
 from __future__ import annotations
 

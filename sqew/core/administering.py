@@ -1,0 +1,193 @@
+"""Administering: queues (create, update, delete), removal, purges and the DLQ's requeue.
+
+Each is an ``Op`` like the hot paths, so every writer runs it the same way; the reads that
+go with them (stats, peek, listings) are plain functions of a read transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from sqew import errors, models
+from sqew.backends.base import QueueRow, Tx
+from sqew.core import rules, views
+from sqew.core.delivering import dlq_of, item_error
+from sqew.core.writer import Op
+
+
+def queue_row(tx: Tx, name: str) -> QueueRow:
+    """The queue named ``name`` (``QueueNotFound`` if there is none)."""
+    row = tx.get_queue(name)
+    if row is None:
+        raise errors.queue_not_found(name)
+    return row
+
+
+def settings_columns(settings: models.QueueSettings, base: dict[str, Any]) -> dict[str, Any]:
+    """Merge the fields set in ``settings`` over ``base``; the queue-table columns."""
+    merged = dict(base)
+    for name in models.SETTING_NAMES:
+        value = getattr(settings, name)
+        if value is not msgspec.UNSET:
+            merged[name] = value
+    rules.check_backoff(merged["backoff_base_ms"], merged["backoff_max_ms"])
+    rules.check_hmac_secret(merged["hmac_secret"])
+    order = merged.pop("order")
+    merged["lifo"] = order == "lifo"
+    return merged
+
+
+# --- queues -------------------------------------------------------------------------------------
+class CreateQueue(Op[models.Queue]):
+    """Create a queue and its DLQ."""
+
+    __slots__ = ("spec",)
+
+    def __init__(self, spec: models.QueueCreate) -> None:
+        self.spec = spec
+
+    def run(self, tx: Tx, now: int) -> models.Queue:
+        spec = self.spec
+        values = settings_columns(spec, dict(rules.DEFAULTS))
+        if tx.get_queue(spec.name) is not None:
+            raise errors.QueueExists(f"queue '{spec.name}' already exists")
+        qid = tx.insert_queue({"name": spec.name, "created_at": now, **values})
+        dlq_values = settings_columns(models.QueueSettings(), dict(rules.DEFAULTS))
+        tx.insert_queue(
+            {"name": rules.dlq_name(spec.name), "parent_id": qid, "created_at": now,
+             **dlq_values}
+        )
+        row = tx.get_queue_by_id(qid)
+        assert row is not None
+        return views.queue(row)
+
+
+class UpdateQueue(Op[models.Queue]):
+    """Change some settings of a queue; the others stay."""
+
+    __slots__ = ("name", "settings")
+
+    def __init__(self, name: str, settings: models.QueueSettings) -> None:
+        self.name = name
+        self.settings = settings
+
+    def run(self, tx: Tx, now: int) -> models.Queue:
+        row = queue_row(tx, self.name)
+        current = {
+            **{k: getattr(row, k) for k in rules.DEFAULTS if hasattr(row, k)},
+            "order": "lifo" if row.lifo else "fifo",
+        }
+        values = settings_columns(self.settings, current)
+        tx.update_queue(row.id, values)
+        if bool(values["lifo"]) != bool(row.lifo):
+            tx.set_messages_lifo(row.id, bool(values["lifo"]))
+        updated = tx.get_queue_by_id(row.id)
+        assert updated is not None
+        return views.queue(updated)
+
+
+class DeleteQueue(Op[None]):
+    """Remove a queue with its DLQ and all their messages."""
+
+    __slots__ = ("name", "notify")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.notify = (name, rules.dlq_name(name))  # their waiters see QueueNotFound
+
+    def run(self, tx: Tx, now: int) -> None:
+        row = queue_row(tx, self.name)
+        if row.parent_id is not None:
+            raise errors.ValidationError(
+                f"'{self.name}' is a dead-letter queue; it is removed with its queue"
+            )
+        tx.delete_queue(row.id)
+
+
+# --- messages -----------------------------------------------------------------------------------
+class RemoveMessage(Op[None]):
+    """Delete one message by id, whatever its state."""
+
+    __slots__ = ("msg_id", "queue")
+
+    def __init__(self, queue: str, msg_id: int) -> None:
+        self.queue = queue
+        self.msg_id = msg_id
+
+    def run(self, tx: Tx, now: int) -> None:
+        q = queue_row(tx, self.queue)
+        if not tx.delete_message(q.id, self.msg_id):
+            raise item_error("not_found", self.msg_id)
+        tx.add_counters(q.id, depth=-1)
+
+
+class Purge(Op[int]):
+    """Delete every message of a queue (``dlq``: of its DLQ instead)."""
+
+    __slots__ = ("dlq", "queue")
+
+    def __init__(self, queue: str, *, dlq: bool = False) -> None:
+        self.queue = queue
+        self.dlq = dlq
+
+    def run(self, tx: Tx, now: int) -> int:
+        q = queue_row(tx, self.queue)
+        if self.dlq:
+            q = dlq_of(tx, q)
+        n = tx.purge(q.id)
+        tx.add_counters(q.id, depth=-n)
+        return n
+
+
+class RequeueDlq(Op[int]):
+    """Move DLQ messages (all or ``ids``) back to their queue, attempts reset to 0; messages
+    a consumer of the DLQ holds a live lease on stay until that lease ends."""
+
+    __slots__ = ("ids", "notify", "queue")
+
+    def __init__(self, queue: str, ids: Sequence[int] | None) -> None:
+        self.queue = queue
+        self.ids = ids
+        self.notify = (queue,)
+
+    def run(self, tx: Tx, now: int) -> int:
+        q = queue_row(tx, self.queue)
+        dlq = dlq_of(tx, q)
+        n = tx.move_all(dlq.id, q, None if self.ids is None else list(self.ids), now)
+        tx.add_counters(dlq.id, depth=-n)
+        tx.add_counters(q.id, depth=n)
+        return n
+
+
+# --- reads --------------------------------------------------------------------------------------
+def stats(tx: Tx, row: QueueRow, now: int) -> models.Stats:
+    """Depths and counters of a queue."""
+    dlq_depth = 0
+    if row.parent_id is None:
+        dlq = tx.get_queue(rules.dlq_name(row.name))
+        dlq_depth = dlq.depth if dlq else 0
+    return views.stats(row, dlq_depth, tx.counts(row.id, now), now)
+
+
+def peek(tx: Tx, queue: str, limit: int, now: int) -> list[models.Message]:
+    """The next ready messages in delivery order, untouched."""
+    q = queue_row(tx, queue)
+    return [views.message(r, q.name) for r in tx.peek(q.id, bool(q.lifo), now, limit)]
+
+
+def get_message(tx: Tx, queue: str, msg_id: int) -> models.Message:
+    """One message of the queue by id."""
+    q = queue_row(tx, queue)
+    row = tx.get_message(q.id, msg_id)
+    if row is None:
+        raise item_error("not_found", msg_id)
+    return views.message(row, q.name)
+
+
+def dlq_list(tx: Tx, queue: str, limit: int, after_id: int) -> list[models.Message]:
+    """Messages of a queue's DLQ by id, after ``after_id``."""
+    dlq = dlq_of(tx, queue_row(tx, queue))
+    return [views.message(r, dlq.name) for r in tx.list_messages(dlq.id, after_id, limit)]

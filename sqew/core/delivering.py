@@ -1,0 +1,214 @@
+"""Delivering: leases. Claim (a poll's write), ack, nack, extend-lease, and ended leases.
+
+Polls of one queue in one group commit merge into one claim of all their batches, handed out
+in delivery order; acks of one queue share the statement that finds and counts the queue.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+from sqew import errors, models
+from sqew.backends.base import QueueRow, Tx
+from sqew.core import rules, views
+from sqew.core.writer import Op, Outcome
+
+Leased = list[models.LeasedMessage]
+ItemResults = list[models.ItemResult]
+
+
+def item_error(status: str, msg_id: int) -> errors.SqewError:
+    """The error of a single ack/nack/extend-lease item that failed with ``status``."""
+    if status == "lease_lost":
+        return errors.LeaseLost(f"message {msg_id} was leased again since; the token is stale")
+    return errors.MessageNotFound(f"message {msg_id} does not exist in this queue")
+
+
+def dlq_of(tx: Tx, q: QueueRow) -> QueueRow:
+    """The dead-letter queue of ``q`` (a ValidationError if ``q`` is one itself)."""
+    if q.parent_id is not None:
+        raise errors.ValidationError(f"'{q.name}' is a dead-letter queue; name its queue")
+    dlq = tx.get_queue(rules.dlq_name(q.name))
+    if dlq is None:  # pragma: no cover - created and removed with its queue
+        raise errors.InternalError()
+    return dlq
+
+
+def expire_leases(tx: Tx, q: QueueRow, now: int) -> None:
+    """Leases that ended at or before ``now``: dead-letter those on their last allowed
+    attempt, make the others ready again (their token stays valid until a new lease)."""
+    if q.parent_id is None:
+        dlq = dlq_of(tx, q)
+        moved = tx.dead_letter_expired(q.id, now, q.max_attempts, dlq, q.name)
+        if moved:
+            tx.add_counters(q.id, depth=-moved, dead_lettered_total=moved)
+            tx.add_counters(dlq.id, depth=moved)
+    tx.release_expired(q.id, now)
+
+
+def _miss(tx: Tx, q: QueueRow, msg_id: int) -> str:
+    return "lease_lost" if tx.message_exists(q.id, msg_id) else "not_found"
+
+
+def _queue(tx: Tx, name: str) -> QueueRow:
+    row = tx.get_queue(name)
+    if row is None:
+        raise errors.queue_not_found(name)
+    return row
+
+
+class Claim(Op[tuple[Leased, "int | None"]]):
+    """Lease up to ``batch`` ready messages; with ``want_due``, also say when the next one
+    is due if none was ready (a long poll sleeps until then)."""
+
+    __slots__ = ("batch", "queue", "visibility_ms", "want_due")
+
+    def __init__(
+        self, queue: str, batch: int, visibility_ms: int | None, *, want_due: bool = False
+    ) -> None:
+        self.queue = queue
+        self.batch = batch
+        self.visibility_ms = visibility_ms
+        self.want_due = want_due
+
+    def key(self) -> Hashable | None:
+        return None if self.want_due else ("claim", self.queue, self.visibility_ms)
+
+    def run(self, tx: Tx, now: int) -> tuple[Leased, int | None]:
+        return claim(tx, self.queue, self.batch, self.visibility_ms, now, self.want_due)
+
+    @classmethod
+    def run_merged(cls, tx: Tx, ops: Sequence[Any], now: int) -> list[Outcome]:
+        """One claim for every poll's batch, handed out in delivery order."""
+        parts: list[Claim] = list(ops)
+        first = parts[0]
+        total = sum(p.batch for p in parts)
+        leased, _ = claim(tx, first.queue, total, first.visibility_ms, now, False)
+        outcomes: list[Outcome] = []
+        start = 0
+        for p in parts:
+            outcomes.append((True, (leased[start:start + p.batch], None)))
+            start += p.batch
+        return outcomes
+
+
+def claim(
+    tx: Tx, queue: str, batch: int, visibility_ms: int | None, now: int, want_due: bool
+) -> tuple[Leased, int | None]:
+    """Lease up to ``batch`` messages of ``queue`` (and when the next is due, if asked and
+    none was ready)."""
+    found = tx.get_queue_for_claim(queue, now)
+    if found is None:
+        raise errors.queue_not_found(queue)
+    q, expired_leases = found
+    if expired_leases:
+        expire_leases(tx, q, now)
+    vis = q.visibility_ms if visibility_ms is None else visibility_ms
+    rows = tx.claim(q.id, bool(q.lifo), now, batch, now + vis)
+    due = tx.next_due(q.id, now) if want_due and not rows else None
+    return [views.leased(r, q) for r in rows], due
+
+
+class Ack(Op[ItemResults]):
+    """Acknowledge ``(id, token)`` items: ``acked`` / ``lease_lost`` / ``not_found`` each."""
+
+    __slots__ = ("items", "queue")
+
+    def __init__(self, queue: str, items: Sequence[tuple[int, str]]) -> None:
+        self.queue = queue
+        self.items = items
+
+    def key(self) -> Hashable | None:
+        return ("ack", self.queue)
+
+    def run(self, tx: Tx, now: int) -> ItemResults:
+        return ack(tx, self.queue, [self.items], now)[0]
+
+    @classmethod
+    def run_merged(cls, tx: Tx, ops: Sequence[Any], now: int) -> list[Outcome]:
+        parts: list[Ack] = list(ops)
+        return [(True, out) for out in ack(tx, parts[0].queue, [p.items for p in parts], now)]
+
+
+def ack(
+    tx: Tx, queue: str, requests: Sequence[Sequence[tuple[int, str]]], now: int
+) -> list[ItemResults]:
+    """Acknowledge each request's items, in order."""
+    # Count every item as acked in the statement that finds the queue (acks rarely miss),
+    # then take the misses back.
+    n = sum(len(items) for items in requests)
+    q = tx.add_counters_by_name(queue, depth=-n, acked_total=n)
+    if q is None:
+        raise errors.queue_not_found(queue)
+    missed = 0
+    results: list[ItemResults] = []
+    for items in requests:
+        out: ItemResults = []
+        for msg_id, token in items:
+            if tx.ack(q.id, msg_id, token, bool(q.archive), now):
+                out.append(models.ItemResult(msg_id, "acked"))
+            else:
+                missed += 1
+                out.append(models.ItemResult(msg_id, _miss(tx, q, msg_id)))
+        results.append(out)
+    tx.add_counters(q.id, depth=missed, acked_total=-missed)  # skips a zero delta
+    return results
+
+
+class Nack(Op[ItemResults]):
+    """Release leases for a retry with backoff, or dead-letter at ``max_attempts``."""
+
+    __slots__ = ("items", "notify", "queue", "rng")
+
+    def __init__(self, queue: str, items: Sequence[models.NackIn], rng: random.Random) -> None:
+        self.queue = queue
+        self.items = items
+        self.rng = rng
+        # Requeued messages become ready later (backoff); dead-lettered ones are ready now.
+        self.notify = (queue, rules.dlq_name(queue))
+
+    def run(self, tx: Tx, now: int) -> ItemResults:
+        out: ItemResults = []
+        q = _queue(tx, self.queue)
+        dlq = dlq_of(tx, q) if q.parent_id is None else None
+        nacked = dead = 0
+        for item in self.items:
+            attempts = tx.attempts_if_token(q.id, item.id, item.token)
+            if attempts is None:
+                out.append(models.ItemResult(item.id, _miss(tx, q, item.id)))
+                continue
+            nacked += 1
+            if dlq is not None and attempts >= q.max_attempts:
+                tx.dead_letter(item.id, dlq, now, item.error, q.name)
+                dead += 1
+                out.append(models.ItemResult(item.id, "dead_lettered"))
+                continue
+            delay = item.delay_ms
+            if delay is None:
+                delay = rules.backoff_ms(attempts, q.backoff_base_ms, q.backoff_max_ms, self.rng)
+            tx.release(item.id, now + delay, item.error)
+            out.append(models.ItemResult(item.id, "requeued"))
+        tx.add_counters(q.id, depth=-dead, nacked_total=nacked, dead_lettered_total=dead)
+        if dlq is not None:
+            tx.add_counters(dlq.id, depth=dead)
+        return out
+
+
+class ExtendLease(Op[models.LeaseExtended]):
+    """Heartbeat: the lease of a held message ends ``ms`` after the transaction's now."""
+
+    __slots__ = ("ms", "msg_id", "queue", "token")
+
+    def __init__(self, queue: str, msg_id: int, token: str, ms: int) -> None:
+        self.queue = queue
+        self.msg_id = msg_id
+        self.token = token
+        self.ms = ms
+
+    def run(self, tx: Tx, now: int) -> models.LeaseExtended:
+        q = _queue(tx, self.queue)
+        if not tx.extend(q.id, self.msg_id, self.token, now + self.ms):
+            raise item_error(_miss(tx, q, self.msg_id), self.msg_id)
+        return models.LeaseExtended(self.msg_id, now + self.ms)

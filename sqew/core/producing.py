@@ -1,0 +1,193 @@
+"""Producing: the enqueue operation (validation, idempotency, quotas, rows).
+
+A plain enqueue (no idempotency key) finds and counts its queue in one statement and inserts
+its rows in one more; plain enqueues to one queue in one group commit merge into one counting
+statement and one multi-row insert. Each request is still validated, admitted by the quotas and
+failed on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import msgspec
+
+from sqew import errors, models
+from sqew.backends.base import NewMessage, QueueRow, Tx
+from sqew.core import rules
+from sqew.core.writer import Op, Outcome
+
+_encode = msgspec.json.encode
+
+Results = list[models.EnqueueResult]
+
+
+def check_batch(messages: Sequence[models.MessageIn]) -> None:
+    """A batch holds 1 to ``MAX_BATCH_ENQUEUE`` messages."""
+    if not 1 <= len(messages) <= models.MAX_BATCH_ENQUEUE:
+        raise errors.ValidationError(f"a batch holds 1 to {models.MAX_BATCH_ENQUEUE} messages")
+
+
+class Enqueue(Op[Results]):
+    """Enqueue ``messages`` to ``queue`` all-or-nothing; duplicates return the first id."""
+
+    __slots__ = ("keyed", "messages", "notify", "queue")
+
+    def __init__(self, queue: str, messages: Sequence[models.MessageIn]) -> None:
+        check_batch(messages)
+        self.queue = queue
+        self.messages = messages
+        self.keyed = any(m.idempotency_key is not None for m in messages)
+        self.notify = (queue,)
+
+    def key(self) -> Hashable | None:
+        # Keyed enqueues look their keys up one by one: they run alone.
+        return None if self.keyed else ("enqueue", self.queue)
+
+    def run(self, tx: Tx, now: int) -> Results:
+        if self.keyed:  # duplicates are found inside: count after
+            q = tx.get_queue(self.queue)
+            if q is None:
+                raise errors.queue_not_found(self.queue)
+            return insert(tx, q, self.messages, now, reserved=False)
+        q = tx.reserve(self.queue, len(self.messages))  # find the queue and count the batch
+        if q is None:
+            raise errors.queue_not_found(self.queue)
+        return insert(tx, q, self.messages, now, reserved=True)
+
+    @classmethod
+    def run_merged(cls, tx: Tx, ops: Sequence[Any], now: int) -> list[Outcome]:
+        """Plain enqueues to one queue: one reservation and one insert for all."""
+        parts: list[Enqueue] = list(ops)
+        queue = parts[0].queue
+        total = sum(len(p.messages) for p in parts)
+        q = tx.reserve(queue, total)
+        if q is None:
+            raise errors.queue_not_found(queue)
+        if q.max_depth or q.rate_limit_per_s:  # quotas admit request by request, in order
+            tx.add_counters(q.id, depth=-total, enqueued_total=-total)
+            return [_alone(tx, queue, p.messages, now) for p in parts]
+        outcomes: list[Outcome] = []
+        rows: list[NewMessage] = []
+        spans: list[tuple[int, int] | None] = []
+        for p in parts:
+            try:
+                part = [_row(q, m, i, now) for i, m in enumerate(p.messages)]
+            except errors.SqewError as exc:
+                outcomes.append((False, exc))
+                spans.append(None)
+                continue
+            outcomes.append((True, None))
+            spans.append((len(rows), len(part)))
+            rows.extend(part)
+        if len(rows) < total:
+            missing = total - len(rows)
+            tx.add_counters(q.id, depth=-missing, enqueued_total=-missing)
+        ids = tx.insert_messages(rows) if rows else []
+        for index, span in enumerate(spans):
+            if span is not None:
+                start, count = span
+                outcomes[index] = (
+                    True, [models.EnqueueResult(i, False) for i in ids[start:start + count]]
+                )
+        return outcomes
+
+
+def _alone(tx: Tx, queue: str, messages: Sequence[models.MessageIn], now: int) -> Outcome:
+    try:
+        with tx.savepoint():
+            q = tx.get_queue(queue)
+            if q is None:
+                raise errors.queue_not_found(queue)
+            return True, insert(tx, q, messages, now, reserved=False)
+    except errors.SqewError as exc:
+        return False, exc
+
+
+def insert(
+    tx: Tx, q: QueueRow, messages: Sequence[models.MessageIn], now: int, *, reserved: bool
+) -> Results:
+    """Insert ``messages`` into ``q``; ``reserved``: the counters already count them."""
+    rows: list[NewMessage] = []
+    slots: list[int | str] = []  # per input: index into rows, or the dedup key
+    seen: dict[str, int] = {}  # key → index into rows (first of the batch)
+    known: dict[str, int] = {}  # key → stored message id
+    for i, m in enumerate(messages):
+        row = _row(q, m, i, now)  # a duplicate is validated like any message
+        key = m.idempotency_key
+        if key is not None:
+            if key in seen or key in known:
+                slots.append(key)
+                continue
+            first = tx.find_dedup(q.id, key, now)
+            if first is not None:
+                known[key] = first
+                slots.append(key)
+                continue
+            seen[key] = len(rows)
+        slots.append(len(rows))
+        rows.append(row)
+    ids: list[int] = []
+    if rows:
+        admit(tx, q, len(rows), q.depth - len(rows) if reserved else q.depth, now)
+        ids = tx.insert_messages(rows)
+        if seen:
+            expires = now + q.dedup_window_ms
+            tx.put_dedup([(q.id, k, ids[j], expires) for k, j in seen.items()])
+        if not reserved:
+            tx.add_counters(q.id, depth=len(rows), enqueued_total=len(rows))
+    if len(ids) == len(slots):  # no duplicates: results are the new ids in order
+        return [models.EnqueueResult(i, False) for i in ids]
+    out: Results = []
+    for slot in slots:
+        if isinstance(slot, int):
+            out.append(models.EnqueueResult(ids[slot], False))
+        else:
+            mid = known[slot] if slot in known else ids[seen[slot]]
+            out.append(models.EnqueueResult(mid, True))
+    return out
+
+
+def admit(tx: Tx, q: QueueRow, count: int, depth: int, now: int) -> None:
+    """Quotas: ``max_depth`` (``depth`` before this enqueue) and the rate limit's bucket."""
+    if q.max_depth and depth + count > q.max_depth:
+        raise errors.QueueFull(
+            f"queue '{q.name}' holds {depth} of at most {q.max_depth} messages",
+            retry_after=1.0,
+        )
+    if q.rate_limit_per_s:
+        level, retry = rules.rate_limit(q.rl_tokens, q.rl_at, q.rate_limit_per_s, now, count)
+        if retry is not None:
+            raise errors.RateLimited(
+                f"queue '{q.name}' accepts {q.rate_limit_per_s:g} messages/s",
+                retry_after=retry,
+            )
+        tx.update_queue(q.id, {"rl_tokens": level, "rl_at": now})
+
+
+def _row(q: QueueRow, m: models.MessageIn, index: int, now: int) -> NewMessage:
+    """The row of message ``index`` of an enqueue into ``q``, checked against its limits."""
+    payload = bytes(m.payload)
+    if len(payload) > q.max_payload_bytes:
+        raise errors.PayloadTooLarge(
+            f"message {index}: payload is {len(payload)} bytes; queue '{q.name}' allows "
+            f"{q.max_payload_bytes}"
+        )
+    retention = q.retention_ms
+    if m.delay_ms > retention:
+        raise errors.ValidationError(
+            f"message {index}: delay_ms must not exceed the queue's retention_ms ({retention})",
+            details=[{"field": "delay_ms", "index": index}],
+        )
+    ttl = m.ttl_ms if m.ttl_ms is not None else retention
+    if m.delay_ms >= ttl:  # it would expire before it could be delivered
+        raise errors.ValidationError(
+            f"message {index}: delay_ms ({m.delay_ms}) must be less than its ttl_ms ({ttl})",
+            details=[{"field": "delay_ms", "index": index}],
+        )
+    return (
+        q.id, payload.decode(), m.priority,
+        _encode(m.attributes).decode() if m.attributes else None,
+        now, now + m.delay_ms, now + ttl, q.lifo,
+    )

@@ -1,0 +1,40 @@
+"""Waiting: a long poll claims, and while nothing is ready, awaits the backend's waiter.
+
+A waiting poll holds no thread and runs no statement: it sleeps until a commit may have made a
+message of its queue ready (the waiter), until the next delayed message or ended lease is due,
+or until its ``wait_ms`` runs out.
+"""
+
+from __future__ import annotations
+
+import time
+
+from sqew.backends.base import Waiter
+from sqew.core.clock import Clock
+from sqew.core.delivering import Claim, Leased
+from sqew.core.writer import Writer
+
+NOT_CLAIMABLE_WAIT_S = 0.05
+"""The least a poll sleeps when the claim found nothing yet said a message is due already
+(never spin on the database)."""
+
+
+async def long_poll(
+    writer: Writer, waiter: Waiter, clock: Clock, queue: str, batch: int, wait_ms: int,
+    visibility_ms: int | None,
+) -> Leased:
+    """Lease up to ``batch`` messages, waiting up to ``wait_ms`` for some to be ready."""
+    if wait_ms == 0:
+        leased, _ = await writer.write(Claim(queue, batch, visibility_ms))
+        return leased
+    deadline = time.monotonic() + wait_ms / 1000
+    while True:
+        mark = waiter.mark(queue)  # before the claim: a commit after it is never missed
+        leased, due = await writer.write(Claim(queue, batch, visibility_ms, want_due=True))
+        remaining = deadline - time.monotonic()
+        if leased or remaining <= 0 or waiter.closed:
+            return leased
+        timeout = remaining
+        if due is not None:
+            timeout = min(timeout, max((due - clock()) / 1000, NOT_CLAIMABLE_WAIT_S))
+        await waiter.wait(queue, mark, timeout)
