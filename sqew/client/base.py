@@ -180,7 +180,11 @@ class Client(abc.ABC):
 
     @abc.abstractmethod
     def dlq_requeue(self, queue: str, ids: Iterable[int] | None = None) -> int:
-        """Move DLQ messages (all, or ``ids``) back to the queue with attempts reset."""
+        """Move DLQ messages (all, or ``ids``) back to the queue with attempts reset.
+
+        A DLQ message a consumer holds a live lease on stays until that lease ends; the
+        count says how many moved.
+        """
         raise NotImplementedError
 
     @abc.abstractmethod

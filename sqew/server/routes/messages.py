@@ -14,7 +14,6 @@ from litestar.params import HeaderParameter, Parameter, PathParameter
 from litestar.types import ASGIApp
 
 from sqew import errors, models
-from sqew.core.service import item_error
 from sqew.server import wire
 from sqew.server.runtime import runtime
 from sqew.server.wire import JsonResponse
@@ -39,7 +38,8 @@ IdempotencyHeader = Annotated[
 Batch = Annotated[int, Parameter(ge=1, le=models.MAX_POLL_BATCH, description="most messages")]
 WaitMs = Annotated[int, Parameter(ge=0, le=models.MAX_WAIT_MS, description="long-poll wait")]
 VisibilityMs = Annotated[
-    int | None, Parameter(ge=0, le=43_200_000, description="lease length (default: the queue's)")
+    int | None,
+    Parameter(ge=0, le=models.MAX_VISIBILITY_MS, description="lease length (default: the queue's)"),
 ]
 MessageIdParam = Annotated[
     int, PathParameter(ge=1, le=models.MAX_ID, description="message id")
@@ -127,7 +127,7 @@ async def ack(request: Req, q: wire.QueuePath) -> ASGIApp:
     one = wire.decode(body, models.AckIn, rt.settings.max_json_depth)
     (result,) = await rt.service.ack(q, [(one.id, one.token)])
     if result.status != "acked":
-        raise item_error(result)
+        raise errors.for_item(result.status, result.id)
     return JsonResponse(models.ResultList([result]))
 
 
@@ -142,8 +142,8 @@ async def nack(request: Req, q: wire.QueuePath) -> models.ResultList:
         return models.ResultList(await rt.service.nack(q, items))
     one = wire.decode(body, models.NackIn, rt.settings.max_json_depth)
     (result,) = await rt.service.nack(q, [one])
-    if result.status in ("lease_lost", "not_found"):
-        raise item_error(result)
+    if result.status in errors.ITEM_ERRORS:
+        raise errors.for_item(result.status, result.id)
     return models.ResultList([result])
 
 
