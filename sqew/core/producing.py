@@ -109,7 +109,11 @@ def insert(
     tx: Tx, q: QueueRow, messages: Sequence[models.MessageIn], now: int, *, reserved: bool
 ) -> Results:
     """Insert ``messages`` into ``q``; ``reserved``: the counters already count them."""
-    rows: list[NewMessage] = []
+    if reserved:  # no idempotency keys (``Enqueue.key``): every message is a new row
+        rows = [_row(q, m, i, now) for i, m in enumerate(messages)]
+        admit(tx, q, len(rows), q.depth - len(rows), now)
+        return [models.EnqueueResult(i, False) for i in tx.insert_messages(rows)]
+    rows = []
     slots: list[int | str] = []  # per input: index into rows, or the dedup key
     seen: dict[str, int] = {}  # key → index into rows (first of the batch)
     known: dict[str, int] = {}  # key → stored message id
@@ -130,13 +134,12 @@ def insert(
         rows.append(row)
     ids: list[int] = []
     if rows:
-        admit(tx, q, len(rows), q.depth - len(rows) if reserved else q.depth, now)
+        admit(tx, q, len(rows), q.depth, now)
         ids = tx.insert_messages(rows)
         if seen:
             expires = now + q.dedup_window_ms
             tx.put_dedup([(q.id, k, ids[j], expires) for k, j in seen.items()])
-        if not reserved:
-            tx.add_counters(q.id, depth=len(rows), enqueued_total=len(rows))
+        tx.add_counters(q.id, depth=len(rows), enqueued_total=len(rows))
     if len(ids) == len(slots):  # no duplicates: results are the new ids in order
         return [models.EnqueueResult(i, False) for i in ids]
     out: Results = []

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from litestar import Request
 
-from sqew import errors, models
+from sqew import errors
 from sqew.backends import open_backend
 from sqew.config import Settings
 from sqew.core.clock import Clock, system_clock
@@ -103,36 +103,6 @@ class Runtime:
             raise errors.Unavailable("the server is not running")
         context = contextvars.copy_context()
         return asyncio.get_running_loop().run_in_executor(self._pool, context.run, fn)
-
-    async def poll(
-        self, request: Request[Any, Any, Any], queue: str, batch: int, wait_ms: int,
-        visibility_ms: int | None,
-    ) -> list[models.LeasedMessage]:
-        """The service's poll; one that may wait ends, leasing nothing, when the client
-        disconnects meanwhile."""
-        call = self.service.poll(queue, batch=batch, wait_ms=wait_ms, visibility_ms=visibility_ms)
-        if wait_ms == 0:
-            return await call
-        polling = asyncio.ensure_future(call)
-        watcher = asyncio.ensure_future(_disconnected(request))
-        try:
-            await asyncio.wait((polling, watcher), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            watcher.cancel()
-        if not polling.done():  # the client has gone: nobody to lease messages to
-            polling.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await polling
-            return []
-        return polling.result()
-
-
-async def _disconnected(request: Request[Any, Any, Any]) -> None:
-    """Return when the client disconnects (the ASGI server's ``http.disconnect``)."""
-    while True:
-        message = await request.receive()
-        if message["type"] == "http.disconnect":
-            return
 
 
 def runtime(request: Request[Any, Any, Any]) -> Runtime:

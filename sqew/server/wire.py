@@ -14,7 +14,10 @@ Every body is checked for depth before msgspec decodes it (a decoder recurses pe
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
+from collections.abc import Awaitable
 from typing import Annotated, Any, TypeVar
 
 import msgspec
@@ -35,6 +38,31 @@ QueuePath = Annotated[str, PathParameter(description="queue name")]
 """The ``{q}`` path parameter of every queue route."""
 
 _encode = msgspec.json.Encoder().encode
+
+
+async def unless_disconnected(request: Request[Any, Any, Any], call: Awaitable[T]) -> T | None:
+    """Await ``call``, or cancel it and return None if the client disconnects first (a long
+    poll then leases nothing: nobody would receive it)."""
+    task = asyncio.ensure_future(call)
+    watcher = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return None
+    return task.result()
+
+
+async def _disconnected(request: Request[Any, Any, Any]) -> None:
+    """Return when the client disconnects (the ASGI server's ``http.disconnect``)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
 
 
 async def read_body(request: Request[Any, Any, Any], limit: int) -> bytes:

@@ -109,7 +109,10 @@ async def poll(
     visibility_ms: VisibilityMs = None,
 ) -> ASGIApp:
     """Lease up to ``batch`` ready messages, waiting up to ``wait_ms`` for one to arrive."""
-    got = await runtime(request).poll(request, q, batch, wait_ms, visibility_ms)
+    call = runtime(request).service.poll(q, batch=batch, wait_ms=wait_ms,
+                                         visibility_ms=visibility_ms)
+    # A poll that may wait ends, leasing nothing, when its client disconnects meanwhile.
+    got = await (wire.unless_disconnected(request, call) if wait_ms else call) or []
     return JsonResponse(models.LeasedMessageList(got))
 
 
