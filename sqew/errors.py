@@ -190,3 +190,53 @@ _BY_CODE: dict[str, type[SqewError]] = {
 def by_code(code: str) -> type[SqewError]:
     """The SqewError subclass for a SPEC error code (``SqewError`` itself if unknown)."""
     return _BY_CODE.get(code, SqewError)
+
+
+# An HTTP status without sqew's envelope (a proxy's answer, or what the web framework raises
+# before sqew's code runs) stands for the error of this table.
+_BY_STATUS: dict[int, type[SqewError]] = {
+    400: InvalidRequest,
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    405: MethodNotAllowed,
+    413: PayloadTooLarge,
+    429: Overloaded,
+    502: Unavailable,
+    503: Unavailable,
+    504: Unavailable,
+}
+
+
+def by_status(status: int) -> type[SqewError]:
+    """The SqewError subclass an HTTP error status stands for when nothing more is known.
+
+    Statuses not in the table: ``InvalidRequest`` for a 4xx (the request was refused),
+    ``InternalError`` otherwise.
+    """
+    found = _BY_STATUS.get(status)
+    if found is not None:
+        return found
+    return InvalidRequest if 400 <= status < 500 else InternalError
+
+
+ITEM_ERRORS: dict[str, type[SqewError]] = {
+    "lease_lost": LeaseLost,
+    "not_found": MessageNotFound,
+}
+"""The per-item statuses of an ack or nack that are failures, and the error each stands for."""
+
+_ITEM_MESSAGES = {
+    "lease_lost": "message {id} was leased again since; the token is stale",
+    "not_found": "message {id} does not exist in this queue",
+}
+
+
+def for_item(status: str, msg_id: int, message: str | None = None) -> SqewError:
+    """The error of an ack/nack item that failed with ``status`` (see ``ITEM_ERRORS``).
+
+    A single ack or nack raises it; the CLI raises it for a batch with a ``message`` of its own.
+    An unknown status counts as ``not_found``.
+    """
+    known = status if status in ITEM_ERRORS else "not_found"
+    return ITEM_ERRORS[known](message or _ITEM_MESSAGES[known].format(id=msg_id))

@@ -8,9 +8,10 @@ Response models are what every client returns and what ``--json`` prints.
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 import msgspec
+import msgspec.inspect
 from msgspec import UNSET, Meta, Struct, UnsetType
 
 # --- ranges (SPEC §1) ---------------------------------------------------------------------------
@@ -18,10 +19,26 @@ MAX_BATCH_ENQUEUE = 1000
 MAX_POLL_BATCH = 100
 MAX_WAIT_MS = 20000
 MAX_TTL_MS = 1_209_600_000
+MAX_VISIBILITY_MS = 43_200_000
+"""The longest lease (12 h): the ``visibility_ms`` setting, a poll's override and the ``ms`` of
+``extend-lease``."""
+MAX_ATTEMPTS = 1000
+MAX_BACKOFF_BASE_MS = 3_600_000
+MAX_BACKOFF_MS = 86_400_000
+MIN_RETENTION_MS = 60_000
+MIN_DEDUP_WINDOW_MS = 1000
+MAX_DEDUP_WINDOW_MS = 604_800_000
+MAX_PAYLOAD_BYTES = 1_048_576
+MIN_RATE_LIMIT_PER_S = 0.00001
+"""The smallest rate limit other than 0 (off): about one message a day. Below it a token bucket
+would ask callers to wait for ages (or for longer than a float can say)."""
+HMAC_SECRET_MIN_BYTES = 16
 MAX_INT64 = 2**63 - 1
 """The largest integer a database column holds (signed 64-bit): every unbounded integer of a
 request is capped here, so a larger one is a ValidationError rather than an overflow inside the
 database driver."""
+MAX_FLOAT = sys.float_info.max
+"""Any finite number: infinity would be stored, and then written as JSON null."""
 MAX_ID = MAX_INT64
 """The largest message id."""
 # `$` in Python's re also matches before a final newline; this lookahead ends the string in both
@@ -35,20 +52,56 @@ PATTERN_HINTS = {
 }
 
 QueueName = Annotated[str, Meta(pattern=QUEUE_NAME_PATTERN)]
-VisibilityMs = Annotated[int, Meta(ge=0, le=43_200_000)]
-MaxAttempts = Annotated[int, Meta(ge=1, le=1000)]
-BackoffBaseMs = Annotated[int, Meta(ge=0, le=3_600_000)]
-BackoffMaxMs = Annotated[int, Meta(ge=0, le=86_400_000)]
-RetentionMs = Annotated[int, Meta(ge=60_000, le=MAX_TTL_MS)]
-DedupWindowMs = Annotated[int, Meta(ge=1000, le=604_800_000)]
-MaxPayloadBytes = Annotated[int, Meta(ge=1, le=1_048_576)]
 NonNegInt = Annotated[int, Meta(ge=0, le=MAX_INT64)]
-# Any finite number: infinity would be stored, and then written as JSON null.
-NonNegFloat = Annotated[float, Meta(ge=0, le=sys.float_info.max)]
-Order = Literal["fifo", "lifo"]
+
+# --- queue settings: each declared once, here ---------------------------------------------------
+# Name (the field of QueueSettings), range (the Meta constraints), meaning (the description,
+# which the OpenAPI schema and the CLI's help show) and default (Meta.extra["default"]). The
+# default sits in `extra` rather than as the field's default because QueueSettings is also the
+# PATCH body, where a missing field means "unchanged" (UNSET), not "the default"; a separate
+# defaults Struct would list every name a second time. Meta.extra["range"] words a range the
+# constraints cannot say alone. Everything else (SETTING_NAMES, rules.DEFAULTS, the queue view,
+# the CLI's `queue add/update` options and their help) is derived from these declarations.
+VisibilityMs = Annotated[int, Meta(
+    ge=0, le=MAX_VISIBILITY_MS, description="Lease length of a poll, in ms",
+    extra={"default": 30_000})]
+MaxAttempts = Annotated[int, Meta(
+    ge=1, le=MAX_ATTEMPTS, description="Deliveries before a message is dead-lettered",
+    extra={"default": 5})]
+BackoffBaseMs = Annotated[int, Meta(
+    ge=0, le=MAX_BACKOFF_BASE_MS, description="First retry delay after a nack, in ms",
+    extra={"default": 1000})]
+BackoffMaxMs = Annotated[int, Meta(
+    ge=0, le=MAX_BACKOFF_MS, description="Largest retry delay after a nack, in ms",
+    extra={"default": 900_000, "range": f"≥ backoff_base_ms, ≤ {MAX_BACKOFF_MS}"})]
+RetentionMs = Annotated[int, Meta(
+    ge=MIN_RETENTION_MS, le=MAX_TTL_MS, description="Default message TTL, in ms",
+    extra={"default": 345_600_000})]
+DedupWindowMs = Annotated[int, Meta(
+    ge=MIN_DEDUP_WINDOW_MS, le=MAX_DEDUP_WINDOW_MS,
+    description="How long an idempotency key is remembered, in ms",
+    extra={"default": 300_000})]
+MaxPayloadBytes = Annotated[int, Meta(
+    ge=1, le=MAX_PAYLOAD_BYTES, description="Largest payload, in bytes",
+    extra={"default": 262_144})]
+MaxDepth = Annotated[int, Meta(
+    ge=0, le=MAX_INT64, description="Most messages held (a quota); 0 = unlimited",
+    extra={"default": 0})]
+# 0 or at least MIN_RATE_LIMIT_PER_S: a gap no constraint can say, checked in __post_init__.
+RateLimitPerS = Annotated[float, Meta(
+    ge=0, le=MAX_FLOAT, description="Enqueues per second (a token bucket); 0 = off",
+    extra={"default": 0.0, "range": f"0 (off), or ≥ {MIN_RATE_LIMIT_PER_S:.5f}"})]
+Order = Annotated[Literal["fifo", "lifo"], Meta(
+    description="Order within one priority", extra={"default": "fifo"})]
+Archive = Annotated[bool, Meta(
+    description="Keep acked messages in an archive", extra={"default": False})]
 # SPEC counts the minimum in bytes (UTF-8), which a schema cannot say: rules.check_hmac_secret
 # checks it.
-HmacSecret = Annotated[str, Meta(max_length=1024, description="at least 16 bytes of UTF-8")]
+HmacSecret = Annotated[str, Meta(
+    max_length=1024,
+    description="Secret (at least 16 bytes of UTF-8) for signed enqueues and deliveries; "
+                "write-only, never returned",
+    extra={"default": None, "range": f"≥ {HMAC_SECRET_MIN_BYTES} bytes, ≤ 1024 characters"})]
 
 Priority = Annotated[int, Meta(ge=-1000, le=1000)]
 DelayMs = Annotated[int, Meta(ge=0, le=MAX_TTL_MS)]
@@ -64,23 +117,7 @@ Attributes = Annotated[dict[AttrKey, AttrValue], Meta(max_length=10)]
 MessageId = Annotated[int, Meta(ge=1, le=MAX_ID)]
 Token = Annotated[str, Meta(min_length=1, max_length=128)]
 ErrorText = Annotated[str, Meta(max_length=4096)]
-LeaseMs = Annotated[int, Meta(ge=0, le=43_200_000)]
-
-SETTING_NAMES = (
-    "visibility_ms",
-    "max_attempts",
-    "backoff_base_ms",
-    "backoff_max_ms",
-    "retention_ms",
-    "dedup_window_ms",
-    "max_payload_bytes",
-    "max_depth",
-    "rate_limit_per_s",
-    "order",
-    "archive",
-    "hmac_secret",
-)
-
+LeaseMs = Annotated[int, Meta(ge=0, le=MAX_VISIBILITY_MS)]
 
 class _Request(Struct, forbid_unknown_fields=True, omit_defaults=True):
     """Base of request bodies: unknown fields are rejected, never ignored."""
@@ -97,11 +134,88 @@ class QueueSettings(_Request, kw_only=True):
     retention_ms: RetentionMs | UnsetType = UNSET
     dedup_window_ms: DedupWindowMs | UnsetType = UNSET
     max_payload_bytes: MaxPayloadBytes | UnsetType = UNSET
-    max_depth: NonNegInt | UnsetType = UNSET
-    rate_limit_per_s: NonNegFloat | UnsetType = UNSET
+    max_depth: MaxDepth | UnsetType = UNSET
+    rate_limit_per_s: RateLimitPerS | UnsetType = UNSET
     order: Order | UnsetType = UNSET
-    archive: bool | UnsetType = UNSET
+    archive: Archive | UnsetType = UNSET
     hmac_secret: HmacSecret | UnsetType | None = UNSET
+
+    def __post_init__(self) -> None:
+        # msgspec turns a ValueError here into a ValidationError wherever the model is built
+        # (an HTTP body, a Client call, the CLI), like a Meta constraint.
+        rate = self.rate_limit_per_s
+        if not isinstance(rate, UnsetType) and 0 < rate < MIN_RATE_LIMIT_PER_S:
+            raise ValueError(
+                f"rate_limit_per_s must be 0 (off) or at least {MIN_RATE_LIMIT_PER_S:.5f}"
+            )
+
+
+class Setting(NamedTuple):
+    """One queue setting as ``QueueSettings`` declares it (see "queue settings" above)."""
+
+    name: str
+    type: type[Any]
+    """The Python type of its value: ``int``, ``float``, ``bool`` or ``str``."""
+    default: Any
+    description: str
+    low: int | float | None
+    """Smallest value (``Meta.ge``), None when not a number."""
+    high: int | float | None
+    """Largest value (``Meta.le``), None when not a number."""
+    choices: tuple[str, ...]
+    """The values of a ``Literal`` (``order``), else empty."""
+    range: str
+    """The range in words, as the README's settings table and the CLI's help show it."""
+
+    @property
+    def default_text(self) -> str:
+        """The default in words: ``30000``, ``fifo``, ``no``, ``none``."""
+        if self.default is None:
+            return "none"
+        if isinstance(self.default, bool):
+            return "yes" if self.default else "no"
+        return _number(self.default) if isinstance(self.default, float) else str(self.default)
+
+
+def _number(value: float) -> str:
+    """``30000``, ``0.5``: integers in full, other floats in their shortest form."""
+    return str(int(value)) if value == int(value) else f"{value:g}"
+
+
+def _setting(field: msgspec.inspect.Field) -> Setting:
+    """A ``Setting`` from one field of ``QueueSettings`` (``X | UnsetType [| None]``)."""
+    info: Any = field.type
+    if isinstance(info, msgspec.inspect.UnionType):  # `| None`: the setting's own type
+        (info,) = (t for t in info.types if not isinstance(t, msgspec.inspect.NoneType))
+    assert isinstance(info, msgspec.inspect.Metadata), f"{field.name} declares no Meta"
+    extra, inner = info.extra or {}, info.type
+    description = (info.extra_json_schema or {})["description"]
+    kinds: dict[type[Any], type[Any]] = {
+        msgspec.inspect.IntType: int, msgspec.inspect.FloatType: float,
+        msgspec.inspect.BoolType: bool, msgspec.inspect.StrType: str,
+        msgspec.inspect.LiteralType: str,
+    }
+    low = getattr(inner, "ge", None)
+    high = getattr(inner, "le", None)
+    choices = tuple(getattr(inner, "values", ()))
+    words = extra.get("range")
+    if words is None:
+        if low is None:
+            words = ""
+        elif high in (None, MAX_INT64, MAX_FLOAT):  # caps of the storage, not of the setting
+            words = f"≥ {_number(low)}"
+        else:
+            words = f"{_number(low)} \u2013 {_number(high)}"  # an en dash, as in the README
+    return Setting(field.name, kinds[type(inner)], extra["default"], description, low, high,
+                   choices, words)
+
+
+SETTINGS: tuple[Setting, ...] = tuple(
+    _setting(f) for f in msgspec.inspect.type_info(QueueSettings).fields  # type: ignore[attr-defined]
+)
+"""Every queue setting, in the order of SPEC's table."""
+SETTING_NAMES: tuple[str, ...] = tuple(s.name for s in SETTINGS)
+SETTING_DEFAULTS: dict[str, Any] = {s.name: s.default for s in SETTINGS}
 
 
 class QueueCreate(QueueSettings, kw_only=True):
@@ -183,6 +297,11 @@ class EnqueueBatchResult(Struct):
     messages: list[EnqueueResult]
 
 
+OriginQueue = Annotated[
+    str, Meta(description="The queue a dead-lettered message came from (only on a DLQ's messages).")
+]
+
+
 class Message(Struct, kw_only=True):
     """A stored message. ``payload`` is the decoded JSON value (raw JSON on the server side)."""
 
@@ -196,6 +315,7 @@ class Message(Struct, kw_only=True):
     available_at: int
     expires_at: int
     last_error: str | None
+    origin_queue: OriginQueue | UnsetType = UNSET
 
 
 class LeasedMessage(Message, kw_only=True):

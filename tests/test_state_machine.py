@@ -147,6 +147,16 @@ class QueueMachine(RuleBasedStateMachine):
                 m.loc, m.token, m.lease_until = "expired", None, None
         self.dedup = {k: v for k, v in self.dedup.items() if v[1] > self.now}
 
+    def read(self) -> None:
+        """What a read does first (the reaper, due at every call with reap_interval_ms=0):
+        expired messages and tombstones go, last leases that ended are dead-lettered."""
+        self.reap()
+        for m in self.msgs.values():
+            if (m.loc == "q" and m.lease_until is not None and m.lease_until <= self.now
+                    and m.attempts >= MAX_ATTEMPTS):
+                before = "" if m.last_error is None else f"; before: {m.last_error}"
+                self.dead_letter(m, "lease expired" + before)
+
     def sweep(self) -> None:
         """Expired leases: dead-letter at max_attempts, else ready again from the lease's end."""
         for m in self.msgs.values():
@@ -255,6 +265,7 @@ class QueueMachine(RuleBasedStateMachine):
             m.available_at = self.now + delay
         else:
             backoff = min(CAP, BASE * 2 ** (m.attempts - 1))
+            self.read()
             actual = self.client.get_message(Q, m.id).available_at
             assert self.now + backoff <= actual <= self.now + backoff * 1.1, (m, actual)
             m.available_at = actual
@@ -303,6 +314,7 @@ class QueueMachine(RuleBasedStateMachine):
     # --- invariants -----------------------------------------------------------------------------
     @invariant()
     def every_message_is_exactly_where_the_model_says(self) -> None:
+        self.read()
         for m in self.msgs.values():
             homes = {"q": Q, "dlq": DLQ}
             for loc, name in homes.items():
@@ -321,6 +333,7 @@ class QueueMachine(RuleBasedStateMachine):
 
     @invariant()
     def stats_agree(self) -> None:
+        self.read()
         now = self.now
         live = [m for m in self.msgs.values() if m.loc == "q"]
         expired = sum(m.expires_at <= now for m in live)

@@ -2,14 +2,27 @@
 
 A ``Backend`` opens transactions; a transaction (``Tx``) offers small, single-purpose
 statements. All rules (validation, backoff, quotas, dead-lettering decisions) live in
-``sqew.core``; a backend only stores and fetches, atomically. ``SqlTx`` holds the
-dialect-neutral statements; a concrete backend supplies connections, locking and waking.
+``sqew.core``; a backend only stores and fetches, atomically.
+
+What a second backend (PostgreSQL, say) implements:
+
+- a ``Tx``: subclass ``sqew.backends.sql.SqlTx``, which holds every statement in SQL that
+  PostgreSQL accepts too, on a DB-API connection, and override its hooks where the dialect
+  differs: ``TRUE``/``FALSE`` (boolean literals), ``NEW_TOKEN`` (SQL expression of a fresh
+  lease token), ``CLAIM_LOCK`` (appended to the claim's inner select: ``FOR UPDATE SKIP
+  LOCKED``), ``PARAMSTYLE`` (``"pyformat"`` for psycopg: statements are converted once) and,
+  for speed only, ``insert_messages`` and ``reap_dedup``;
+- a ``WriteSession`` (a dedicated connection for the server's group committer), a
+  ``Waiter`` (wakes long polls on commits of other processes: SQLite watches its data
+  version, PostgreSQL would ``LISTEN``) and a ``Backend`` (connections, transactions, schema
+  checks): see those classes below;
+- an entry in ``sqew.backends.open_backend`` and in the contract suite's targets.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, NamedTuple
 
@@ -58,6 +71,8 @@ class MessageRow(NamedTuple):
     last_error: str | None
     token: str | None
     lease_expires_at: int | None
+    origin_queue: str | None
+    """The queue a dead-lettered message came from (None outside a DLQ)."""
 
 
 NewMessage = tuple[int, str, int, str | None, int, int, int, bool]
@@ -112,7 +127,8 @@ class Tx(abc.ABC):
     def get_queue_for_claim(self, name: str, now: int) -> tuple[QueueRow, bool] | None:
         """The queue named ``name`` and whether any of its leases ended at or before ``now``.
 
-        One statement for the poll hot path (``get_queue`` + ``has_expired_leases``).
+        One statement for the poll hot path: the queue, and whether leases must be swept
+        (``dead_letter_expired``, ``release_expired``) before a claim.
         """
 
     @abc.abstractmethod
@@ -140,10 +156,6 @@ class Tx(abc.ABC):
         """Insert messages; returns their ids in input order."""
 
     # --- leases ---------------------------------------------------------------------------------
-    @abc.abstractmethod
-    def has_expired_leases(self, queue_id: int, now: int) -> bool:
-        """Whether any lease of the queue ended at or before ``now``."""
-
     @abc.abstractmethod
     def dead_letter_expired(
         self, queue_id: int, now: int, max_attempts: int, dlq: QueueRow, origin: str
@@ -211,12 +223,20 @@ class Tx(abc.ABC):
     def move_all(
         self, from_id: int, to: QueueRow, ids: Sequence[int] | None, now: int
     ) -> int:
-        """Move messages (all, or ``ids``) to queue ``to``, ready now, attempts reset."""
+        """Move messages (all, or ``ids``) to queue ``to``, ready now, attempts reset.
+
+        A message whose lease has not ended at ``now`` is skipped and stays where it is, so
+        its holder can still ack it (a DLQ consumer's lease is not taken away); one whose
+        lease has ended moves, its token cleared. Returns how many moved.
+        """
 
     @abc.abstractmethod
     def next_due(self, queue_id: int, now: int) -> int | None:
-        """The earliest time a message of the queue may become ready (delay or lease end),
-        among messages that will not have expired by then."""
+        """The earliest time a message of the queue may become ready (delay or lease end).
+
+        Messages that expire at or before that time, or at or before ``now``, never become
+        ready and are left out: a long poll waiting for them would wake for nothing.
+        """
 
     @abc.abstractmethod
     def counts(self, queue_id: int, now: int) -> tuple[int, int, int, int | None]:
@@ -348,8 +368,3 @@ class Backend(abc.ABC):
     def close(self) -> None:
         """Close every connection."""
 
-
-def iter_chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
-    """Split a sequence into slices of at most ``size``."""
-    for start in range(0, len(items), size):
-        yield items[start : start + size]

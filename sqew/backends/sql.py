@@ -2,28 +2,37 @@
 
 Hot paths are single statements executed on the driver connection directly (SQLAlchemy's
 per-statement overhead would cost most of SQLite's throughput); the schema itself is
-SQLAlchemy Core (``schema.py``) managed by Alembic. Statements use ``:name`` parameters;
-a backend whose driver uses another style rewrites them once, at class creation.
-A concrete backend overrides only the class attributes that differ between dialects.
+SQLAlchemy Core (``schema.py``) managed by Alembic.
+
+Every statement here is valid on SQLite and on PostgreSQL. What differs between dialects is a
+named hook that a backend's subclass overrides (see ``SqlTx``). Statements use ``:name``
+parameters only (DB-API ``named``, what sqlite3 takes). A driver that takes ``%(name)s``
+(DB-API ``pyformat``: psycopg) sets ``PARAMSTYLE = "pyformat"``: each statement is then
+converted once, the first time it runs (``sqew.backends.paramstyle``).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, ClassVar
 
 from sqew.backends.base import MessageRow, NewMessage, QueueRow, Tx
+from sqew.backends.paramstyle import PyformatConnection
 
-_MSG_COLS = (
-    "id, queue_id, payload, priority, attributes, attempts, enqueued_at, available_at, "
-    "expires_at, last_error, token, lease_expires_at"
-)
+_MSG_COLS = ", ".join(MessageRow._fields)
 _QUEUE_COLS = ", ".join(QueueRow._fields)
 _COUNTERS = frozenset(
     {"depth", "enqueued_total", "acked_total", "nacked_total", "dead_lettered_total",
      "expired_total"}
 )
+_NEW_MESSAGE_COLS = (
+    "queue_id", "payload", "priority", "attributes", "enqueued_at", "available_at",
+    "expires_at", "lifo",
+)
+INSERT_CHUNK = 100
+"""Rows per multi-row ``INSERT`` of the neutral ``insert_messages`` (800 parameters)."""
 
 _COUNTER_SQL: dict[tuple[str, ...], str] = {}
 LEASE_EXPIRED = "lease expired"
@@ -31,14 +40,38 @@ LEASE_EXPIRED = "lease expired"
 
 
 class SqlTx(Tx):
-    """The contract's statements on one DB-API connection inside an open transaction."""
+    """The contract's statements on one DB-API connection inside an open transaction.
 
-    TRUE = "1"
-    FALSE = "0"
-    NEW_TOKEN = "lower(hex(randomblob(16)))"
+    Hooks a dialect overrides (the defaults are PostgreSQL's, which is also plain SQL):
+
+    - ``TRUE`` / ``FALSE``: boolean literals as the dialect writes them, matching the
+      ``lifo`` terms of the partial claim indexes;
+    - ``NEW_TOKEN``: an SQL expression giving each claimed row a fresh, unguessable token
+      (32 hex characters) from the database's secure random source;
+    - ``CLAIM_LOCK``: appended to the claim's inner select, so two transactions never pick
+      the same row (``FOR UPDATE SKIP LOCKED``; empty where a write transaction holds the
+      whole database, as on SQLite);
+    - ``PARAMSTYLE``: ``"named"`` or ``"pyformat"`` (see the module docstring);
+    - ``insert_messages`` and ``reap_dedup``: may be replaced by faster statements of the
+      dialect (SQLite: ids from the last rowid; deletes by rowid).
+    """
+
+    TRUE: ClassVar[str] = "TRUE"
+    FALSE: ClassVar[str] = "FALSE"
+    NEW_TOKEN: ClassVar[str] = "replace(CAST(gen_random_uuid() AS TEXT), '-', '')"
+    CLAIM_LOCK: ClassVar[str] = " FOR UPDATE SKIP LOCKED"
+    PARAMSTYLE: ClassVar[str] = "named"
 
     def __init__(self, conn: Any) -> None:
-        self.c = conn
+        """``conn``: a connection (or a cursor) whose ``execute``/``executemany`` take this
+        class's ``PARAMSTYLE`` and return a cursor (``fetchone``, ``fetchall``, ``rowcount``)."""
+        self.c = conn if self.PARAMSTYLE == "named" else PyformatConnection(conn)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Refuse an unknown paramstyle when the class is made, not at its first statement."""
+        super().__init_subclass__(**kwargs)
+        if cls.PARAMSTYLE not in ("named", "pyformat"):
+            raise ValueError(f"unsupported paramstyle {cls.PARAMSTYLE!r}")
 
     @contextmanager
     def savepoint(self) -> Iterator[None]:
@@ -46,10 +79,10 @@ class SqlTx(Tx):
         try:
             yield
         except BaseException:
-            self.c.execute("ROLLBACK TO op")
-            self.c.execute("RELEASE op")
+            self.c.execute("ROLLBACK TO SAVEPOINT op")
+            self.c.execute("RELEASE SAVEPOINT op")
             raise
-        self.c.execute("RELEASE op")
+        self.c.execute("RELEASE SAVEPOINT op")
 
     # helpers
     def _one(self, sql: str, params: Any = ()) -> Any:
@@ -66,11 +99,11 @@ class SqlTx(Tx):
 
     # --- queues ---------------------------------------------------------------------------------
     def get_queue(self, name: str) -> QueueRow | None:
-        row = self._one(f"SELECT {_QUEUE_COLS} FROM queues WHERE name = ?", (name,))
+        row = self._one(f"SELECT {_QUEUE_COLS} FROM queues WHERE name = :name", {"name": name})
         return QueueRow._make(row) if row else None
 
     def get_queue_by_id(self, queue_id: int) -> QueueRow | None:
-        row = self._one(f"SELECT {_QUEUE_COLS} FROM queues WHERE id = ?", (queue_id,))
+        row = self._one(f"SELECT {_QUEUE_COLS} FROM queues WHERE id = :id", {"id": queue_id})
         return QueueRow._make(row) if row else None
 
     def list_queues(self) -> list[QueueRow]:
@@ -90,7 +123,7 @@ class SqlTx(Tx):
         self.c.execute(f"UPDATE queues SET {sets} WHERE id = :_id", {**values, "_id": queue_id})
 
     def delete_queue(self, queue_id: int) -> None:
-        self.c.execute("DELETE FROM queues WHERE id = ? OR parent_id = ?", (queue_id, queue_id))
+        self.c.execute("DELETE FROM queues WHERE id = :id OR parent_id = :id", {"id": queue_id})
 
     def add_counters(self, queue_id: int, **deltas: int) -> None:
         deltas = {k: v for k, v in deltas.items() if v}
@@ -140,49 +173,46 @@ class SqlTx(Tx):
 
     def set_messages_lifo(self, queue_id: int, lifo: bool) -> None:
         self.c.execute(
-            f"UPDATE messages SET lifo = {self._bool(lifo)} WHERE queue_id = ?", (queue_id,)
+            f"UPDATE messages SET lifo = {self._bool(lifo)} WHERE queue_id = :q", {"q": queue_id}
         )
 
     # --- enqueue --------------------------------------------------------------------------------
     def find_dedup(self, queue_id: int, key: str, now: int) -> int | None:
         row = self._one(
-            "SELECT message_id FROM dedup WHERE queue_id = ? AND key = ? AND expires_at > ?",
-            (queue_id, key, now),
+            "SELECT message_id FROM dedup WHERE queue_id = :q AND key = :key "
+            "AND expires_at > :now",
+            {"q": queue_id, "key": key, "now": now},
         )
         return int(row[0]) if row else None
 
     def put_dedup(self, rows: Sequence[tuple[int, str, int, int]]) -> None:
         self.c.executemany(
-            "INSERT INTO dedup (queue_id, key, message_id, expires_at) VALUES (?, ?, ?, ?) "
+            "INSERT INTO dedup (queue_id, key, message_id, expires_at) "
+            "VALUES (:q, :key, :id, :exp) "
             "ON CONFLICT (queue_id, key) DO UPDATE SET message_id = excluded.message_id, "
             "expires_at = excluded.expires_at",
-            rows,
+            [{"q": q, "key": key, "id": msg_id, "exp": exp} for q, key, msg_id, exp in rows],
         )
-
-    _INSERT = (
-        "INSERT INTO messages (queue_id, payload, priority, attributes, attempts, enqueued_at, "
-        "available_at, expires_at, lifo) VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?)"
-    )
 
     def insert_messages(self, rows: Sequence[NewMessage]) -> list[int]:
-        if len(rows) == 1:
-            return [int(self.c.execute(self._INSERT, rows[0]).lastrowid)]
-        self.c.executemany(self._INSERT, rows)
-        # Inside one write transaction AUTOINCREMENT ids are consecutive: we hold the only writer.
-        last = int(self._one("SELECT last_insert_rowid()")[0])
-        return list(range(last - len(rows) + 1, last + 1))
+        """Multi-row ``INSERT … RETURNING id`` in chunks.
+
+        RETURNING has no defined order, but the ids of one statement are drawn in the order
+        of its rows (a sequence, or SQLite's rowid counter), so sorting them restores input
+        order.
+        """
+        ids: list[int] = []
+        for start in range(0, len(rows), INSERT_CHUNK):
+            chunk = rows[start : start + INSERT_CHUNK]
+            params = {
+                f"{col}{i}": value
+                for i, row in enumerate(chunk)
+                for col, value in zip(_NEW_MESSAGE_COLS, row, strict=True)
+            }
+            ids.extend(sorted(int(r[0]) for r in self._all(_insert_sql(len(chunk)), params)))
+        return ids
 
     # --- leases ---------------------------------------------------------------------------------
-    def has_expired_leases(self, queue_id: int, now: int) -> bool:
-        return (
-            self._one(
-                "SELECT 1 FROM messages WHERE queue_id = ? AND lease_expires_at IS NOT NULL "
-                "AND lease_expires_at <= ? LIMIT 1",
-                (queue_id, now),
-            )
-            is not None
-        )
-
     def dead_letter_expired(
         self, queue_id: int, now: int, max_attempts: int, dlq: QueueRow, origin: str
     ) -> int:
@@ -200,18 +230,19 @@ class SqlTx(Tx):
     def release_expired(self, queue_id: int, now: int) -> int:
         return self._rowcount(
             "UPDATE messages SET available_at = lease_expires_at, lease_expires_at = NULL "
-            "WHERE queue_id = ? AND lease_expires_at IS NOT NULL AND lease_expires_at <= ?",
-            (queue_id, now),
+            "WHERE queue_id = :q AND lease_expires_at IS NOT NULL AND lease_expires_at <= :now",
+            {"q": queue_id, "now": now},
         )
 
-    def _ready_select(self, lifo: bool, cols: str) -> str:
-        # The literal `lifo = 0/1` and `lease_expires_at IS NULL` match a partial claim index;
-        # the unary `+` keeps the planner off the expiry index (a sort over the whole queue).
+    def _ready_select(self, lifo: bool, cols: str, lock: str = "") -> str:
+        # The literal `lifo = TRUE/FALSE` and `lease_expires_at IS NULL` match a partial claim
+        # index; the unary `+` keeps the planner off the expiry index (a sort over the whole
+        # queue).
         order = "priority DESC, id DESC" if lifo else "priority DESC, available_at, id"
         return (
             f"SELECT {cols} FROM messages WHERE queue_id = :q AND lease_expires_at IS NULL "
             f"AND lifo = {self._bool(lifo)} AND available_at <= :now AND +expires_at > :now "
-            f"ORDER BY {order} LIMIT :n"
+            f"ORDER BY {order} LIMIT :n{lock}"
         )
 
     def claim(
@@ -219,8 +250,8 @@ class SqlTx(Tx):
     ) -> list[MessageRow]:
         rows = self._all(
             f"UPDATE messages SET lease_expires_at = :until, token = {self.NEW_TOKEN}, "
-            f"attempts = attempts + 1 WHERE id IN ({self._ready_select(lifo, 'id')}) "
-            f"RETURNING {_MSG_COLS}",
+            "attempts = attempts + 1 WHERE id IN "
+            f"({self._ready_select(lifo, 'id', self.CLAIM_LOCK)}) RETURNING {_MSG_COLS}",
             {"q": queue_id, "now": now, "n": limit, "until": lease_until},
         )
         out = [MessageRow._make(r) for r in rows]
@@ -246,23 +277,22 @@ class SqlTx(Tx):
         ) == 1
 
     def message_exists(self, queue_id: int, msg_id: int) -> bool:
-        return (
-            self._one("SELECT 1 FROM messages WHERE id = ? AND queue_id = ?", (msg_id, queue_id))
-            is not None
-        )
+        return self._one(
+            "SELECT 1 FROM messages WHERE id = :id AND queue_id = :q", {"id": msg_id, "q": queue_id}
+        ) is not None
 
     def attempts_if_token(self, queue_id: int, msg_id: int, token: str) -> int | None:
         row = self._one(
-            "SELECT attempts FROM messages WHERE id = ? AND queue_id = ? AND token = ?",
-            (msg_id, queue_id, token),
+            "SELECT attempts FROM messages WHERE id = :id AND queue_id = :q AND token = :t",
+            {"id": msg_id, "q": queue_id, "t": token},
         )
         return int(row[0]) if row else None
 
     def release(self, msg_id: int, available_at: int, error: str | None) -> None:
         self.c.execute(
-            "UPDATE messages SET lease_expires_at = NULL, token = NULL, available_at = ?, "
-            "last_error = COALESCE(?, last_error) WHERE id = ?",
-            (available_at, error, msg_id),
+            "UPDATE messages SET lease_expires_at = NULL, token = NULL, available_at = :at, "
+            "last_error = COALESCE(:err, last_error) WHERE id = :id",
+            {"at": available_at, "err": error, "id": msg_id},
         )
 
     def dead_letter(
@@ -278,8 +308,9 @@ class SqlTx(Tx):
 
     def extend(self, queue_id: int, msg_id: int, token: str, until: int) -> bool:
         return self._rowcount(
-            "UPDATE messages SET lease_expires_at = ? WHERE id = ? AND queue_id = ? AND token = ?",
-            (until, msg_id, queue_id, token),
+            "UPDATE messages SET lease_expires_at = :until "
+            "WHERE id = :id AND queue_id = :q AND token = :t",
+            {"until": until, "id": msg_id, "q": queue_id, "t": token},
         ) == 1
 
     # --- reads and admin ------------------------------------------------------------------------
@@ -291,30 +322,35 @@ class SqlTx(Tx):
 
     def get_message(self, queue_id: int, msg_id: int) -> MessageRow | None:
         row = self._one(
-            f"SELECT {_MSG_COLS} FROM messages WHERE id = ? AND queue_id = ?", (msg_id, queue_id)
+            f"SELECT {_MSG_COLS} FROM messages WHERE id = :id AND queue_id = :q",
+            {"id": msg_id, "q": queue_id},
         )
         return MessageRow._make(row) if row else None
 
     def delete_message(self, queue_id: int, msg_id: int) -> bool:
         return self._rowcount(
-            "DELETE FROM messages WHERE id = ? AND queue_id = ?", (msg_id, queue_id)
+            "DELETE FROM messages WHERE id = :id AND queue_id = :q", {"id": msg_id, "q": queue_id}
         ) == 1
 
     def purge(self, queue_id: int) -> int:
-        return self._rowcount("DELETE FROM messages WHERE queue_id = ?", (queue_id,))
+        return self._rowcount("DELETE FROM messages WHERE queue_id = :q", {"q": queue_id})
 
     def list_messages(self, queue_id: int, after_id: int, limit: int) -> list[MessageRow]:
         rows = self._all(
-            f"SELECT {_MSG_COLS} FROM messages WHERE queue_id = ? AND id > ? ORDER BY id LIMIT ?",
-            (queue_id, after_id, limit),
+            f"SELECT {_MSG_COLS} FROM messages WHERE queue_id = :q AND id > :after "
+            "ORDER BY id LIMIT :n",
+            {"q": queue_id, "after": after_id, "n": limit},
         )
         return [MessageRow._make(r) for r in rows]
 
     def move_all(self, from_id: int, to: QueueRow, ids: Sequence[int] | None, now: int) -> int:
+        # A live lease stays with its holder (its ack must still succeed); the origin is
+        # forgotten: on an ordinary queue a message has none.
         sql = (
             "UPDATE messages SET queue_id = :to, attempts = 0, lease_expires_at = NULL, "
-            f"token = NULL, available_at = :now, expires_at = :exp, lifo = {self._bool(to.lifo)} "
-            "WHERE queue_id = :from"
+            f"token = NULL, available_at = :now, expires_at = :exp, lifo = {self._bool(to.lifo)}, "
+            "origin_queue = NULL WHERE queue_id = :from "
+            "AND (lease_expires_at IS NULL OR lease_expires_at <= :now)"
         )
         params: dict[str, Any] = {"to": to.id, "now": now, "exp": now + to.retention_ms,
                                   "from": from_id}
@@ -326,23 +362,28 @@ class SqlTx(Tx):
         return moved
 
     def next_due(self, queue_id: int, now: int) -> int | None:
+        # A message that expires by the time it is due (or already has) never becomes ready:
+        # waking a long poll for it would only find nothing, again and again.
+        params = {"q": queue_id, "now": now}
         lease = self._one(
-            "SELECT MIN(lease_expires_at) FROM messages WHERE queue_id = ? "
-            "AND lease_expires_at IS NOT NULL AND expires_at > ?", (queue_id, now),
+            "SELECT MIN(lease_expires_at) FROM messages WHERE queue_id = :q "
+            "AND lease_expires_at IS NOT NULL AND expires_at > lease_expires_at "
+            "AND expires_at > :now",
+            params,
         )[0]
         avail = self._one(
-            "SELECT MIN(available_at) FROM messages WHERE queue_id = ? "
-            "AND lease_expires_at IS NULL AND expires_at > available_at AND expires_at > ?",
-            (queue_id, now),
+            "SELECT MIN(available_at) FROM messages WHERE queue_id = :q "
+            "AND lease_expires_at IS NULL AND expires_at > available_at AND expires_at > :now",
+            params,
         )[0]
-        due = [t for t in (lease, avail) if t is not None]
+        due = [int(t) for t in (lease, avail) if t is not None]
         return min(due) if due else None
 
     def counts(self, queue_id: int, now: int) -> tuple[int, int, int, int | None]:
         leased = self._one(
-            "SELECT COUNT(*) FROM messages WHERE queue_id = ? AND lease_expires_at IS NOT NULL "
-            "AND lease_expires_at > ? AND expires_at > ?",
-            (queue_id, now, now),
+            "SELECT COUNT(*) FROM messages WHERE queue_id = :q AND lease_expires_at IS NOT NULL "
+            "AND lease_expires_at > :now AND expires_at > :now",
+            {"q": queue_id, "now": now},
         )[0]
         delayed, oldest = 0, None
         for lifo in (False, True):  # each a covering scan of one claim index
@@ -355,10 +396,10 @@ class SqlTx(Tx):
             )
             delayed += int(n or 0)
             if first is not None and (oldest is None or first < oldest):
-                oldest = first
+                oldest = int(first)
         expired = self._one(
-            "SELECT COUNT(*) FROM messages WHERE queue_id = ? AND expires_at <= ?",
-            (queue_id, now),
+            "SELECT COUNT(*) FROM messages WHERE queue_id = :q AND expires_at <= :now",
+            {"q": queue_id, "now": now},
         )[0]
         return int(leased), delayed, int(expired), oldest
 
@@ -370,8 +411,24 @@ class SqlTx(Tx):
         )
 
     def reap_dedup(self, queue_id: int | None, now: int, limit: int) -> int:
+        # (queue_id, key) is the table's key (its unique constraint).
         where = "expires_at <= :now" + (" AND queue_id = :q" if queue_id is not None else "")
         return self._rowcount(
-            f"DELETE FROM dedup WHERE rowid IN (SELECT rowid FROM dedup WHERE {where} LIMIT :n)",
+            "DELETE FROM dedup WHERE (queue_id, key) IN "
+            f"(SELECT queue_id, key FROM dedup WHERE {where} LIMIT :n)",
             {"now": now, "q": queue_id, "n": limit},
         )
+
+
+@functools.lru_cache(maxsize=INSERT_CHUNK)
+def _insert_sql(rows: int) -> str:
+    """``INSERT INTO messages … VALUES (…), … RETURNING id`` for ``rows`` rows."""
+    values = ", ".join(
+        "(" + ", ".join(f":{col}{i}" for col in _NEW_MESSAGE_COLS[:4]) + ", 0, "
+        + ", ".join(f":{col}{i}" for col in _NEW_MESSAGE_COLS[4:]) + ")"
+        for i in range(rows)
+    )
+    return (
+        "INSERT INTO messages (queue_id, payload, priority, attributes, attempts, enqueued_at, "
+        f"available_at, expires_at, lifo) VALUES {values} RETURNING id"
+    )

@@ -19,6 +19,7 @@ import typer.main
 
 from sqew import __version__, errors
 from sqew.cli import errors as cli_errors
+from sqew.cli import params
 from sqew.cli.state import State
 
 HELP = """sqew: a lightweight, reliable at-least-once message queue.
@@ -32,13 +33,15 @@ Example:
     sqew queue add --name jobs && sqew message enqueue --queue jobs --payload '{"n": 1}'
 """
 
+HELP_OPTIONS = ("-h", "--help")
+
 app = typer.Typer(
     name="sqew",
     help=HELP,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,  # errors are reported by main(), never as tracebacks
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings={"help_option_names": list(HELP_OPTIONS)},
 )
 
 
@@ -85,6 +88,8 @@ def root(
 ) -> None:
     if url:
         url = _choose_url(ctx, url)
+    if not url:
+        params.check_database(db)
     state = State(db=db, url=url, api_key=api_key, json=json_)
     ctx.obj = state
     ctx.call_on_close(state.close)
@@ -190,12 +195,29 @@ def hoist_globals(root_command: Any, args: Sequence[str]) -> list[str]:
     return out
 
 
+def _no_flag_metavars(command: Any) -> None:
+    """Show no ``<bool>`` type beside flags (``--json``, ``--archive/--no-archive``, ``--help``).
+
+    Typer's rich help prints every option's type, flags included, where a flag takes no value;
+    an empty metavar leaves that column blank. The help option is made (and cached by the
+    command) here, with the names the app gives it.
+    """
+    context = command.context_class(command, help_option_names=list(HELP_OPTIONS))
+    help_option = command.get_help_option(context)
+    for param in [*command.params, *([help_option] if help_option is not None else [])]:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    for sub in getattr(command, "commands", {}).values():
+        _no_flag_metavars(sub)
+
+
 # --- entry point ---------------------------------------------------------------------------------
 def run(argv: Sequence[str] | None = None) -> int:
     """Run ``sqew`` with ``argv`` (default: the process's) and return its exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         command = typer.main.get_command(app)
+        _no_flag_metavars(command)
         result = command.main(
             args=hoist_globals(command, args), prog_name="sqew", standalone_mode=False
         )

@@ -10,15 +10,20 @@ about a message (unknown queue, full queue, database unavailable) stop the run.
 
 from __future__ import annotations
 
+import contextlib
 import re
+import signal
+import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from types import FrameType
 from typing import Any, NamedTuple
 
 import msgspec
 from rich.console import Console
 
 from sqew import errors, models
+from sqew.cli.output import plural
 from sqew.client.base import Client, validation_error
 
 BATCH_SIZE = 500
@@ -51,6 +56,8 @@ class Summary:
         self.failed: list[LineError] = []
         self.failed_total = 0
         self.stopped_at: int | None = None  # first line not processed when the run stopped
+        self.last_committed: int | None = None  # the last line whose batch was committed
+        self.interrupted = False  # stopped by Ctrl-C
 
     def fail(self, line: int, exc: errors.SqewError) -> None:
         """Record that ``line`` failed with ``exc``."""
@@ -61,7 +68,8 @@ class Summary:
     def to_json(self) -> dict[str, Any]:
         """``{"enqueued", "duplicates", "failed": [{"line", "error": {"code", "message"}}]}``.
 
-        ``failed_not_listed`` is added only when more than ``KEEP_FAILED`` lines failed.
+        ``failed_not_listed`` is added only when more than ``KEEP_FAILED`` lines failed;
+        ``interrupted`` and ``last_committed_line`` only when Ctrl-C stopped the run.
         """
         body: dict[str, Any] = {
             "enqueued": self.enqueued,
@@ -73,19 +81,24 @@ class Summary:
         }
         if self.failed_total > len(self.failed):
             body["failed_not_listed"] = self.failed_total - len(self.failed)
+        if self.interrupted:
+            body["interrupted"] = True
+            body["last_committed_line"] = self.last_committed
         return body
 
     def render(self, queue: str) -> Callable[[Console], None]:
         """The human summary: counts, then the first failed lines with their errors."""
 
         def show(c: Console) -> None:
-            dup = f" ({self.duplicates} duplicate{'s' * (self.duplicates != 1)})"
-            c.print(f"enqueued {self.enqueued} messages to {queue}"
+            dup = f" ({plural(self.duplicates, 'duplicate')})"
+            c.print(f"enqueued {plural(self.enqueued, 'message')} to {queue}"
                     + (dup if self.duplicates else ""), markup=False, soft_wrap=True)
+            if self.interrupted:
+                c.print(self._interrupted_text(), markup=False, soft_wrap=True)
             if not self.failed_total:
                 return
-            c.print(f"failed {self.failed_total} line{'s' * (self.failed_total != 1)}:",
-                    markup=False, soft_wrap=True)
+            c.print(f"failed {plural(self.failed_total, 'line')}:", markup=False,
+                    soft_wrap=True)
             for f in sorted(self.failed)[:SHOW_FAILED]:
                 c.print(f"  line {f.line}: {f.code}: {f.message}", markup=False, soft_wrap=True)
             more = self.failed_total - min(len(self.failed), SHOW_FAILED)
@@ -94,6 +107,12 @@ class Summary:
                         markup=False, soft_wrap=True)
 
         return show
+
+    def _interrupted_text(self) -> str:
+        if self.last_committed is None:
+            return "interrupted before any line was committed"
+        return (f"interrupted: the last line committed is line {self.last_committed}; "
+                "the lines after it were not enqueued")
 
 
 def parse_plain(line: bytes) -> msgspec.Raw:
@@ -132,6 +151,50 @@ def _check_utf8(line: bytes) -> None:
         raise errors.ValidationError(f"line is not valid UTF-8 (byte {exc.start + 1})") from None
 
 
+class InterruptGuard:
+    """Holds back Ctrl-C (SIGINT) while a batch is sent and counted.
+
+    An interrupt that arrives while the service commits a batch is raised once the result is
+    counted, so the summary printed on Ctrl-C tells exactly what was committed. Anywhere else
+    (reading input, waiting out a rate limit), and for a second Ctrl-C, ``KeyboardInterrupt``
+    is raised at once.
+    """
+
+    def __init__(self) -> None:
+        self._holding = False
+        self._pending = False
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[InterruptGuard]:
+        """Route SIGINT through this guard for the duration (main thread only)."""
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        previous = signal.signal(signal.SIGINT, self._on_interrupt)
+        try:
+            yield self
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    def _on_interrupt(self, signum: int, frame: FrameType | None) -> None:
+        if self._holding and not self._pending:
+            self._pending = True
+            return
+        raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """A block that Ctrl-C does not cut short; a held interrupt is raised at its end."""
+        self._holding = True
+        try:
+            yield
+        finally:
+            self._holding = False
+            if self._pending:
+                self._pending = False
+                raise KeyboardInterrupt
+
+
 class FileEnqueuer:
     """Enqueues the lines of one NDJSON stream.
 
@@ -142,6 +205,7 @@ class FileEnqueuer:
         defaults: fields for plain-payload lines (priority, delay_ms, ttl_ms, attributes).
         batch_size: messages per ``enqueue_batch`` call.
         sleep: how to wait before retrying a rate-limited batch.
+        guard: holds Ctrl-C back while a batch is sent and counted (none by default).
     """
 
     def __init__(
@@ -153,6 +217,7 @@ class FileEnqueuer:
         defaults: Mapping[str, Any] | None = None,
         batch_size: int = BATCH_SIZE,
         sleep: Callable[[float], None] = time.sleep,
+        guard: InterruptGuard | None = None,
     ) -> None:
         self.client = client
         self.queue = queue
@@ -160,6 +225,7 @@ class FileEnqueuer:
         self.defaults = dict(defaults or {})
         self.batch_size = batch_size
         self.sleep = sleep
+        self.guard = guard or InterruptGuard()  # not installed: holds nothing back
         self.summary = Summary()
 
     def run(self, lines: Iterable[bytes], advance: Callable[[int], None] | None = None) -> Summary:
@@ -197,28 +263,35 @@ class FileEnqueuer:
 
     def _flush(self, batch: list[tuple[int, dict[str, Any]]]) -> None:
         try:
-            results = self._send([m for _, m in batch])
+            self._send(batch)
         except _PER_MESSAGE as exc:
             if len(batch) == 1:
                 self.summary.fail(batch[0][0], exc)
                 return
             for item in batch:
                 self._flush([item])
-            return
         except errors.SqewError:
             self.summary.stopped_at = batch[0][0]
             raise
+
+    def _send(self, batch: list[tuple[int, dict[str, Any]]]) -> None:
+        """Enqueue one batch and count it, waiting out transient refusals."""
+        messages = [m for _, m in batch]
+        while True:
+            try:
+                with self.guard.held():
+                    results = self.client.enqueue_batch(self.queue, messages)
+                    self._count(results, batch[-1][0])
+                return
+            except _TRANSIENT as exc:
+                # A token bucket refills and an overload passes: waiting is the right answer
+                # for a bulk load (Ctrl-C stops it).
+                self.sleep(min(exc.retry_after or 1.0, MAX_RETRY_WAIT_S))
+
+    def _count(self, results: list[models.EnqueueResult], last_line: int) -> None:
         for r in results:
             if r.duplicate:
                 self.summary.duplicates += 1
             else:
                 self.summary.enqueued += 1
-
-    def _send(self, messages: list[dict[str, Any]]) -> list[models.EnqueueResult]:
-        while True:
-            try:
-                return self.client.enqueue_batch(self.queue, messages)
-            except _TRANSIENT as exc:
-                # A token bucket refills and an overload passes: waiting is the right answer
-                # for a bulk load (Ctrl-C stops it).
-                self.sleep(min(exc.retry_after or 1.0, MAX_RETRY_WAIT_S))
+        self.summary.last_committed = last_line

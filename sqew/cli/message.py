@@ -12,6 +12,7 @@ import typer
 
 from sqew import errors, models
 from sqew.cli import bulk, output, params
+from sqew.cli import errors as cli_errors
 from sqew.cli.state import State, current
 from sqew.client.base import message_in
 
@@ -106,16 +107,23 @@ def _enqueue_file(
     if defaults:
         message_in(None, **defaults)  # reject a bad --priority etc. before reading anything
     stopped: errors.SqewError | None = None
+    guard = bulk.InterruptGuard()
     with _open_lines(file) as (stream, size), _progress(size) as advance:
         # The client is opened once the file is: an unreadable file is a usage error that
         # leaves no database file (or connection) behind.
-        enqueuer = bulk.FileEnqueuer(state.client, queue, envelope=envelope, defaults=defaults)
+        enqueuer = bulk.FileEnqueuer(state.client, queue, envelope=envelope, defaults=defaults,
+                                     guard=guard)
         try:
-            enqueuer.run(stream, advance)
+            with guard.installed():
+                enqueuer.run(stream, advance)
         except errors.SqewError as exc:
             stopped = exc
+        except KeyboardInterrupt:  # say what was committed, then exit as interrupted
+            enqueuer.summary.interrupted = True
     summary = enqueuer.summary
     output.emit(state.json, summary.to_json(), summary.render(queue))
+    if summary.interrupted:
+        raise typer.Exit(cli_errors.EXIT_INTERRUPTED)
     if stopped is not None:
         raise type(stopped)(
             f"{stopped.message} (stopped at line {summary.stopped_at}; "
@@ -264,9 +272,9 @@ def _settled(
     output.emit(state.json, models.ResultList(results), output.results_lines(results))
     failed = [r for r in results if r.status not in ok]
     if failed:
-        cls = errors.LeaseLost if failed[0].status == "lease_lost" else errors.MessageNotFound
-        raise cls(f"{len(failed)} of {len(results)} {verb}s failed "
-                  f"(first: message {failed[0].id} {failed[0].status})")
+        first = failed[0]
+        raise errors.for_item(first.status, first.id, f"{len(failed)} of {len(results)} {verb}s "
+                              f"failed (first: message {first.id} {first.status})")
 
 
 @app.command("extend-lease")

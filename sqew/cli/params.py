@@ -1,44 +1,112 @@
-"""Parsers for the CLI's structured option values (``--ids``, ``--id``, ``--attr``, ``--payload``).
+"""Parsers for the CLI's structured option values (``--ids``, ``--id``, ``--attr``, ``--payload``,
+``--db``).
 
-Malformed *syntax* (``--ids 5``, ``--attr novalue``) is a usage error (exit 2, raised as
-``typer.BadParameter``); *values* the service rejects (a priority of 5000, a bad payload) are
-SqewErrors (exit 1), exactly as the REST API would answer them.
+Malformed *syntax* is a usage error (exit 2, raised as ``typer.BadParameter``): ``--ids 5``,
+an empty item (``1:a,,2:b``), an id below 1, the same handle (or ``dlq requeue`` id) twice,
+``--attr novalue``, an in-memory ``--db``. *Values* the service rejects (a priority of 5000,
+a bad payload, an id beyond 64 bits) are SqewErrors (exit 1), exactly as the REST API would
+answer them.
 """
 
 from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
 
 import msgspec
 import typer
 
 from sqew import errors
 
+SQLITE_URL = "sqlite:///"
+MEMORY = ":memory:"
+
+
+def database_file(target: str) -> str | None:
+    """The file a ``--db`` target names: a path, or the path of a ``sqlite:///`` URL.
+
+    None for other URLs. (The backends' own reading of a target; the CLI reaches the backends
+    only through a Client.)
+    """
+    if target.startswith(SQLITE_URL):
+        return target[len(SQLITE_URL):]
+    return None if "://" in target else target
+
+
+def check_database(target: str) -> str:
+    """Refuse a ``--db`` that names SQLite's in-memory database: it would vanish with the command
+    (and SQLite would create a file of that name instead). Returns ``target``."""
+    if database_file(target) == MEMORY:
+        raise typer.BadParameter(
+            f"'{target}' is an in-memory database, which would vanish when the command ends; "
+            "give a file path", param_hint="'--db'")
+    return target
+
 
 def id_token(text: str, *, option: str = "--id") -> tuple[int, str]:
     """Parse ``<id>:<token>`` (the handle ``message get`` prints)."""
     msg_id, sep, token = text.strip().partition(":")
-    if not sep or not token or not msg_id.isdigit():
+    if not sep or not token or _message_id(msg_id) is None:
         raise typer.BadParameter(
-            f"expected <id>:<token> (as `sqew message get` prints), got '{text}'",
+            f"expected <id>:<token> as `sqew message get` prints it (ids start at 1), "
+            f"got '{text.strip()}'",
             param_hint=f"'{option}'",
         )
     return int(msg_id), token
 
 
 def ids_tokens(text: str) -> list[tuple[int, str]]:
-    """Parse ``--ids <id>:<token>,<id>:<token>,…`` (at least one pair)."""
-    parts = [p for p in text.split(",") if p.strip()]
-    if not parts:
-        raise typer.BadParameter("expected <id>:<token>[,<id>:<token>…]", param_hint="'--ids'")
-    return [id_token(p, option="--ids") for p in parts]
+    """Parse ``--ids <id>:<token>,<id>:<token>,…``: at least one pair, each pair once.
+
+    One id with two tokens is allowed (at most one is current: the others get ``lease_lost``).
+    """
+    pairs = [id_token(item, option="--ids") for item in _items(text, "<id>:<token>")]
+    _once(pairs, [f"{msg_id}:{token}" for msg_id, token in pairs])
+    return pairs
 
 
 def id_list(text: str) -> list[int]:
-    """Parse ``1,2,3``."""
-    parts = [p.strip() for p in text.split(",") if p.strip()]
-    if not parts or not all(p.isdigit() for p in parts):
-        raise typer.BadParameter(f"expected message ids like 4,7,9, got '{text}'",
+    """Parse ``--ids 1,2,3``: at least one message id, each once."""
+    ids: list[int] = []
+    for item in _items(text, "<id>"):
+        msg_id = _message_id(item)
+        if msg_id is None:
+            raise typer.BadParameter(f"expected message ids (from 1) like 4,7,9, got '{item}'",
+                                     param_hint="'--ids'")
+        ids.append(msg_id)
+    _once(ids, [f"message {msg_id}" for msg_id in ids])
+    return ids
+
+
+def _items(text: str, shape: str) -> list[str]:
+    """The comma-separated items of ``--ids``; an empty one (``1,,2``, ``1,``) is an error."""
+    items = [item.strip() for item in text.split(",")]
+    if not any(items):
+        raise typer.BadParameter(f"expected {shape}[,{shape}…], got nothing",
                                  param_hint="'--ids'")
-    return [int(p) for p in parts]
+    if not all(items):
+        raise typer.BadParameter(
+            f"item {items.index('') + 1} of '{text}' is empty (a stray comma?)",
+            param_hint="'--ids'")
+    return items
+
+
+def _message_id(text: str) -> int | None:
+    """``text`` as a message id if it is one in form (digits, at least 1), else None.
+
+    Its size is the service's to check: an id beyond 64 bits is a ValidationError, as over HTTP.
+    """
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        return None
+    return int(text)
+
+
+def _once(items: Sequence[Hashable], names: Sequence[str]) -> None:
+    """Each item at most once: a repeat would be settled twice (and fail the second time)."""
+    seen: set[Hashable] = set()
+    for item, name in zip(items, names, strict=True):
+        if item in seen:
+            raise typer.BadParameter(f"{name} is given more than once", param_hint="'--ids'")
+        seen.add(item)
 
 
 def attributes(pairs: list[str] | None) -> dict[str, str] | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -15,42 +17,46 @@ app = typer.Typer(help="Create, change, inspect and maintain queues.", no_args_i
 Name = Annotated[str, typer.Option("--name", "-n", metavar="NAME", help="The queue.")]
 SETTINGS = "Settings"  # help panel grouping the queue settings
 
-# Every queue setting as --kebab-case. Ranges are checked by the service (exit 1 with a
-# ValidationError, as the REST API answers), not by the option parser.
-VisibilityMs = Annotated[int | None, typer.Option(
-    "--visibility-ms", help="Lease length of a poll (0-43200000).", rich_help_panel=SETTINGS)]
-MaxAttempts = Annotated[int | None, typer.Option(
-    "--max-attempts", help="Deliveries before dead-lettering (1-1000).", rich_help_panel=SETTINGS)]
-BackoffBaseMs = Annotated[int | None, typer.Option(
-    "--backoff-base-ms", help="First nack retry delay (0-3600000).", rich_help_panel=SETTINGS)]
-BackoffMaxMs = Annotated[int | None, typer.Option(
-    "--backoff-max-ms", help="Largest nack retry delay (>= base, <= 86400000).",
-    rich_help_panel=SETTINGS)]
-RetentionMs = Annotated[int | None, typer.Option(
-    "--retention-ms", help="Default message TTL (60000-1209600000).", rich_help_panel=SETTINGS)]
-DedupWindowMs = Annotated[int | None, typer.Option(
-    "--dedup-window-ms", help="Idempotency-key window (1000-604800000).",
-    rich_help_panel=SETTINGS)]
-MaxPayloadBytes = Annotated[int | None, typer.Option(
-    "--max-payload-bytes", help="Largest payload (1-1048576).", rich_help_panel=SETTINGS)]
-MaxDepth = Annotated[int | None, typer.Option(
-    "--max-depth", help="Most messages held; 0 = unlimited.", rich_help_panel=SETTINGS)]
-RateLimitPerS = Annotated[float | None, typer.Option(
-    "--rate-limit-per-s", help="Enqueue rate limit per second; 0 = off.",
-    rich_help_panel=SETTINGS)]
-Order = Annotated[str | None, typer.Option(
-    "--order", metavar="fifo|lifo", help="Order within one priority.", rich_help_panel=SETTINGS)]
-Archive = Annotated[bool | None, typer.Option(
-    "--archive/--no-archive", help="Keep acked messages in an archive.",
-    rich_help_panel=SETTINGS, show_default=False)]
-HmacSecret = Annotated[str | None, typer.Option(
-    "--hmac-secret", help="Secret (>= 16 bytes) for signed enqueues and deliveries.",
-    rich_help_panel=SETTINGS)]
+
+def _setting_option(setting: models.Setting) -> inspect.Parameter:
+    """The ``--kebab-case`` option of one queue setting, from its declaration in the model.
+
+    Ranges are checked by the service (exit 1 with a ValidationError, as the REST API answers),
+    not by the option parser; the help shows them with the default. None = not given (on
+    ``add`` the default, on ``update`` unchanged).
+    """
+    flag = "--" + setting.name.replace("_", "-")
+    words = f"Default: {setting.default_text}." + (
+        f" Range: {setting.range}." if setting.range else "")
+    extra: dict[str, Any] = {}
+    if setting.type is bool:
+        flag = f"{flag}/--no-{flag[2:]}"
+        extra["show_default"] = False
+    if setting.choices:
+        extra["metavar"] = "|".join(setting.choices)
+    option = typer.Option(flag, help=f"{setting.description}. {words}",
+                          rich_help_panel=SETTINGS, **extra)
+    return inspect.Parameter(setting.name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                             annotation=Annotated[setting.type | None, option])
 
 
-def _settings(values: dict[str, Any]) -> dict[str, Any]:
+_SETTING_OPTIONS = [_setting_option(s) for s in models.SETTINGS]
+
+
+def with_setting_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Give ``command(ctx, name, **settings)`` one option per queue setting.
+
+    Typer reads a command's options from its signature: the generated one lists the command's
+    own parameters, then every setting of ``models.SETTINGS``.
+    """
+    own = list(inspect.signature(command, eval_str=True).parameters.values())[:-1]  # **settings
+    command.__signature__ = inspect.Signature([*own, *_SETTING_OPTIONS])  # type: ignore[attr-defined]
+    return command
+
+
+def _given(settings: dict[str, Any]) -> dict[str, Any]:
     """The settings given on the command line (None = not given = unchanged/default)."""
-    return {k: v for k, v in values.items() if k in models.SETTING_NAMES and v is not None}
+    return {k: v for k, v in settings.items() if v is not None}
 
 
 @app.command("list")
@@ -67,22 +73,8 @@ def list_(ctx: typer.Context) -> None:
 
 
 @app.command("add")
-def add(
-    ctx: typer.Context,
-    name: Name,
-    visibility_ms: VisibilityMs = None,
-    max_attempts: MaxAttempts = None,
-    backoff_base_ms: BackoffBaseMs = None,
-    backoff_max_ms: BackoffMaxMs = None,
-    retention_ms: RetentionMs = None,
-    dedup_window_ms: DedupWindowMs = None,
-    max_payload_bytes: MaxPayloadBytes = None,
-    max_depth: MaxDepth = None,
-    rate_limit_per_s: RateLimitPerS = None,
-    order: Order = None,
-    archive: Archive = None,
-    hmac_secret: HmacSecret = None,
-) -> None:
+@with_setting_options
+def add(ctx: typer.Context, name: Name, **settings: Any) -> None:
     """Create a queue and its dead-letter queue NAME.dlq; unset settings take their defaults.
 
     Example:
@@ -90,27 +82,13 @@ def add(
         sqew queue add --name jobs --max-attempts 3 --visibility-ms 60000
     """
     state = current(ctx)
-    q = state.client.create_queue(name, **_settings(locals()))
+    q = state.client.create_queue(name, **_given(settings))
     output.emit(state.json, q, output.queue_detail(q))
 
 
 @app.command("update")
-def update(
-    ctx: typer.Context,
-    name: Name,
-    visibility_ms: VisibilityMs = None,
-    max_attempts: MaxAttempts = None,
-    backoff_base_ms: BackoffBaseMs = None,
-    backoff_max_ms: BackoffMaxMs = None,
-    retention_ms: RetentionMs = None,
-    dedup_window_ms: DedupWindowMs = None,
-    max_payload_bytes: MaxPayloadBytes = None,
-    max_depth: MaxDepth = None,
-    rate_limit_per_s: RateLimitPerS = None,
-    order: Order = None,
-    archive: Archive = None,
-    hmac_secret: HmacSecret = None,
-) -> None:
+@with_setting_options
+def update(ctx: typer.Context, name: Name, **settings: Any) -> None:
     """Change settings of a queue; settings not given stay as they are.
 
     Example:
@@ -118,7 +96,7 @@ def update(
         sqew queue update --name jobs --max-attempts 10 --no-archive
     """
     state = current(ctx)
-    q = state.client.update_queue(name, **_settings(locals()))
+    q = state.client.update_queue(name, **_given(settings))
     output.emit(state.json, q, output.queue_detail(q))
 
 

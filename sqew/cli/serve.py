@@ -6,6 +6,7 @@ inside ``serve``, so the other commands (and ``--help``) never load it.
 
 from __future__ import annotations
 
+import os
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -13,7 +14,7 @@ from typing import Annotated
 import typer
 
 from sqew import errors
-from sqew.cli import output
+from sqew.cli import output, params
 from sqew.cli.state import current
 
 
@@ -53,8 +54,11 @@ def serve(
     from sqew.config import Settings
     from sqew.server import runner
 
+    db = db or _root_db(ctx)
+    if db:
+        params.check_database(db)
     settings = Settings.load(
-        config, host=host, port=port, db=db or _root_db(ctx), workers=workers,
+        config, host=host, port=port, db=db, workers=workers,
         durability=durability.value if durability else None,
     )
     runner.run(settings)
@@ -73,6 +77,8 @@ def _root_db(ctx: typer.Context) -> str | None:
 def health(ctx: typer.Context) -> None:
     """Check that the server (--url) or the database (--db) answers.
 
+    A --db file that does not exist is an error (health never creates one).
+
     Prints "ok" (or with --json the /healthz body) and exits 0; exits 1 with the error
     otherwise.
 
@@ -81,6 +87,10 @@ def health(ctx: typer.Context) -> None:
         sqew --url http://127.0.0.1:8888 health
     """
     state = current(ctx)
+    if not state.url:  # a database that is not there is unhealthy, not one to create
+        path = params.database_file(state.db)
+        if path is not None and not os.path.exists(path):
+            raise errors.Unavailable(f"no database at '{state.db}' (health creates none)")
     result = state.client.health()
     output.emit(state.json, result, output.line(result.status))
 

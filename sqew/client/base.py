@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 
 from sqew import errors, models
+from sqew.client.validation import validation_error as validation_error  # re-exported
 
 
 class Client(abc.ABC):
@@ -263,19 +264,6 @@ def convert(obj: Any, type_: type[Any]) -> Any:
         return msgspec.convert(obj, type_)
     except msgspec.ValidationError as exc:
         raise validation_error(exc) from None
-
-
-def validation_error(exc: msgspec.ValidationError) -> errors.ValidationError:
-    """A msgspec validation failure as SPEC's ValidationError with ``details``."""
-    text = str(exc)
-    path = text.rsplit(" - at `", 1)[1].rstrip("`") if " - at `" in text else "$"
-    field = path[2:] if path.startswith("$.") else path
-    reason = text.split(" - at `")[0]
-    for pattern, hint in models.PATTERN_HINTS.items():
-        if f"matching regex {pattern!r}" in reason:
-            reason = f"Expected `str` of {hint}"
-            text = f"{reason} - at `{path}`"
-    return errors.ValidationError(text, details=[{"field": field, "message": reason}])
 
 
 _encode = msgspec.json.Encoder().encode

@@ -272,7 +272,7 @@ def _error(response: httpx.Response) -> errors.SqewError:
         code, message = str(body["code"]), str(body["message"])
         details = body.get("details")
     except (msgspec.MsgspecError, KeyError, TypeError):
-        cls = _BY_STATUS.get(response.status_code, errors.InternalError)
+        cls = errors.by_status(response.status_code)
         text = response.text.strip()[:200] or response.reason_phrase
         return cls(f"HTTP {response.status_code} from the server: {text}",
                    retry_after=retry_after)
@@ -290,16 +290,3 @@ def _retry_after(value: str | None) -> float | None:
         return None
     return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
-
-_BY_STATUS: dict[int, type[errors.SqewError]] = {
-    400: errors.InvalidRequest,
-    401: errors.Unauthorized,
-    403: errors.Forbidden,
-    404: errors.NotFound,
-    405: errors.MethodNotAllowed,
-    413: errors.PayloadTooLarge,
-    429: errors.Overloaded,
-    502: errors.Unavailable,
-    503: errors.Unavailable,
-    504: errors.Unavailable,
-}

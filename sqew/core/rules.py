@@ -6,22 +6,10 @@ import hashlib
 import hmac
 import random
 
-from sqew import errors
+from sqew import errors, models
 
-DEFAULTS: dict[str, object] = {
-    "visibility_ms": 30_000,
-    "max_attempts": 5,
-    "backoff_base_ms": 1000,
-    "backoff_max_ms": 900_000,
-    "retention_ms": 345_600_000,
-    "dedup_window_ms": 300_000,
-    "max_payload_bytes": 262_144,
-    "max_depth": 0,
-    "rate_limit_per_s": 0.0,
-    "order": "fifo",
-    "archive": False,
-    "hmac_secret": None,
-}
+DEFAULTS: dict[str, object] = dict(models.SETTING_DEFAULTS)
+"""Each queue setting's default, as ``models.QueueSettings`` declares it."""
 
 DLQ_SUFFIX = ".dlq"
 
@@ -53,7 +41,7 @@ def range_error(name: str, low: int, high: int | None = None) -> errors.Validati
     )
 
 
-HMAC_SECRET_MIN_BYTES = 16
+HMAC_SECRET_MIN_BYTES = models.HMAC_SECRET_MIN_BYTES
 
 
 def check_hmac_secret(secret: str | None) -> None:
@@ -81,17 +69,38 @@ def sign(secret: str, payload: str) -> str:
     return hmac.new(secret.encode(), payload.encode(), hashlib.sha256).hexdigest()
 
 
+MAX_RETRY_AFTER_S = 86_400.0
+"""The longest wait a rate-limited enqueue is told to make (one day): a slow bucket, or a rate
+stored before ``models.MIN_RATE_LIMIT_PER_S`` existed, must not produce an absurd or infinite
+``Retry-After``."""
+MIN_RETRY_AFTER_S = 0.001
+CLOCK_STEP_MS = 1000
+"""How far before the bucket's last draw a time may read and still count as "no time passed"."""
+
+
 def rate_limit(
     tokens: float, at_ms: int, rate: float, now: int, wanted: int
 ) -> tuple[float, float | None]:
     """Token bucket for ``rate_limit_per_s`` (burst = one second's worth, at least 1).
 
     Returns the bucket's new level and None when ``wanted`` may pass (a batch larger than the
-    burst passes on a full bucket and leaves it in debt), else the level and retry-after seconds.
+    burst passes on a full bucket and leaves it in debt), else the level and retry-after seconds
+    (between ``MIN_RETRY_AFTER_S`` and ``MAX_RETRY_AFTER_S``).
+
+    The time since the last draw is clamped: a ``now`` slightly before ``at_ms`` (read before
+    another writer committed) refills nothing, and one more than ``CLOCK_STEP_MS`` before it
+    (the clock stepped back) leaves that time unknown, so the bucket counts as full rather than
+    waiting for the clock to catch up: a step backwards never blocks a queue (at worst it
+    allows one extra burst).
     """
     burst = max(rate, 1.0)
-    level = burst if at_ms == 0 else min(burst, tokens + (now - at_ms) / 1000.0 * rate)
+    elapsed_ms = now - at_ms
+    if at_ms == 0 or elapsed_ms < -CLOCK_STEP_MS:
+        level = burst
+    else:
+        level = min(burst, tokens + max(elapsed_ms, 0) / 1000.0 * rate)
     need = min(float(wanted), burst)
     if level + 1e-9 < need:
-        return level, (need - level) / rate
+        wait = (need - level) / rate  # inf, never an error, for a denormal rate
+        return level, min(max(wait, MIN_RETRY_AFTER_S), MAX_RETRY_AFTER_S)
     return level - wanted, None

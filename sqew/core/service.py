@@ -87,7 +87,22 @@ class QueueService:
         result: T = await self._offload(lambda: self._direct.run(op))
         return result
 
+    def _maybe_reap(self) -> None:
+        """Run the reaper ahead of what follows if it is due, not waited for (a poll: in a
+        group commit the reap and the claim share the group)."""
+        if self._reaps.due(self.clock()):
+            self._writer.submit(maintenance.Reap())
+
     async def _read(self, fn: Callable[[Tx, int], T]) -> T:
+        # A server's timer reaps; the embedded Client (the CLI) has none, so its polls and
+        # reads run the reaper when it is due. Reads wait for it, so that stats, peek and
+        # the DLQ agree about expired messages and ended last leases.
+        if self._reaps.due(self.clock()):
+            try:
+                await self._writer.write(maintenance.Reap())
+            except errors.SqewError as exc:  # a read-only or busy database: still read
+                log.info("reaping before a read failed: %s", exc.message)
+
         def run() -> T:
             with self.backend.read() as tx:
                 return fn(tx, self.clock())
@@ -139,8 +154,7 @@ class QueueService:
         check_range("wait_ms", wait_ms, 0, models.MAX_WAIT_MS)
         if visibility_ms is not None:
             check_range("visibility_ms", visibility_ms, 0, MAX_LEASE_MS)
-        if self._reaps.due(self.clock()):  # a server's timer reaps too; this is for the CLI
-            self._writer.submit(maintenance.Reap())  # ahead of the claim, not waited for
+        self._maybe_reap()
         return await waiting.long_poll(
             self._writer, self.waiter, self.clock, queue, batch, wait_ms, visibility_ms
         )

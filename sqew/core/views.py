@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from sqew import models
@@ -11,23 +13,23 @@ from sqew.core import rules
 _decode_attrs = msgspec.json.Decoder(dict[str, str]).decode
 
 
+# The settings a queue object shows, each with the type its column is read as: all but the
+# write-only hmac_secret, and `order`, which the table keeps as the `lifo` flag.
+_SHOWN = tuple(
+    (s.name, s.type) for s in models.SETTINGS
+    if s.name in models.Queue.__struct_fields__ and s.name != "order"
+)
+
+
 def queue(row: QueueRow, stats: models.Stats | None = None) -> models.Queue:
     """A queue object (never the HMAC secret)."""
+    settings: dict[str, Any] = {name: cast(getattr(row, name)) for name, cast in _SHOWN}
     q = models.Queue(
         name=row.name,
         dlq=None if row.parent_id is not None else rules.dlq_name(row.name),
-        visibility_ms=row.visibility_ms,
-        max_attempts=row.max_attempts,
-        backoff_base_ms=row.backoff_base_ms,
-        backoff_max_ms=row.backoff_max_ms,
-        retention_ms=row.retention_ms,
-        dedup_window_ms=row.dedup_window_ms,
-        max_payload_bytes=row.max_payload_bytes,
-        max_depth=row.max_depth,
-        rate_limit_per_s=float(row.rate_limit_per_s),
         order="lifo" if row.lifo else "fifo",
-        archive=bool(row.archive),
         created_at=row.created_at,
+        **settings,
     )
     if stats is not None:
         q.stats = stats
@@ -47,6 +49,7 @@ def message(row: MessageRow, queue_name: str) -> models.Message:
         available_at=row.available_at,
         expires_at=row.expires_at,
         last_error=row.last_error,
+        origin_queue=_origin(row),
     )
 
 
@@ -63,12 +66,18 @@ def leased(row: MessageRow, q: QueueRow) -> models.LeasedMessage:
         available_at=row.available_at,
         expires_at=row.expires_at,
         last_error=row.last_error,
+        origin_queue=_origin(row),
         token=row.token or "",
         lease_expires_at=row.lease_expires_at or 0,
     )
     if q.hmac_secret:
         m.signature = rules.sign(q.hmac_secret, row.payload)
     return m
+
+
+def _origin(row: MessageRow) -> str | msgspec.UnsetType:
+    """A DLQ message's original queue; absent (not null) on other messages (SPEC §2)."""
+    return msgspec.UNSET if row.origin_queue is None else row.origin_queue
 
 
 def stats(

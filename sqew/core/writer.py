@@ -17,6 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine, Hashable, Sequence
 from typing import Any, Generic, TypeVar
 
+from sqew import errors
 from sqew.backends.base import Backend, Tx, Waiter
 from sqew.core.clock import Clock
 
@@ -89,6 +90,8 @@ class DirectWriter(Writer):
     def submit(self, op: Op[Any]) -> None:
         try:
             self.run(op)
+        except errors.SqewError as exc:  # a read-only or busy database: the caller goes on
+            log.info("a background write failed: %s", exc.message)
         except Exception:
             log.exception("a background write failed")
 

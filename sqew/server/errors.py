@@ -75,8 +75,7 @@ def _from_http(
     if isinstance(exc, ValidationException):
         return _validation(request, exc), {}
     if exc.status_code < 500:
-        cls = _BY_STATUS.get(exc.status_code, errors.InvalidRequest)
-        return cls(str(exc.detail)), {}
+        return errors.by_status(exc.status_code)(str(exc.detail)), {}
     return _internal(request, exc)
 
 
@@ -133,12 +132,3 @@ def _internal(
         "x-request-id": request_id
     }
 
-
-_BY_STATUS: dict[int, type[errors.SqewError]] = {
-    401: errors.Unauthorized,
-    403: errors.Forbidden,
-    404: errors.NotFound,
-    405: errors.MethodNotAllowed,
-    413: errors.PayloadTooLarge,
-    429: errors.Overloaded,
-}

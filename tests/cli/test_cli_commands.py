@@ -146,7 +146,8 @@ def test_message_commands_json(sqew) -> None:
     assert list(dlq) == ["messages"]
     assert [(m["id"], m["queue"], m["last_error"]) for m in dlq["messages"]] == [
         (two_id, f"{q}.dlq", "again")]
-    assert set(dlq["messages"][0]) == MESSAGE_KEYS
+    assert set(dlq["messages"][0]) == MESSAGE_KEYS | {"origin_queue"}  # a DLQ's (SPEC §2)
+    assert dlq["messages"][0]["origin_queue"] == q
     assert after == {"messages": []}
     assert sqew.json("dlq", "requeue", "--queue", q, "--ids", str(two_id)) == {"requeued": 1}
 

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import time
+
+from cli_support import TIMEOUT_S
 
 
 def _ready(sqew, queue: str) -> list:
@@ -113,3 +118,38 @@ def test_all_good_exits_0_and_an_unknown_queue_stops_the_run(sqew) -> None:
     sqew.assert_failed(stopped, "QueueNotFound")
     assert stopped.json() == {"enqueued": 0, "duplicates": 0, "failed": []}
     assert "stopped at line 1" in stopped.stderr
+
+
+def test_one_line_is_one_message(sqew) -> None:
+    q = sqew.name("q")
+    sqew.arrange(q).close()
+    result = sqew.ok("message", "enqueue", "--queue", q, "--file", "-", stdin='{"n": 1}\n')
+    assert result.stdout == f"enqueued 1 message to {q}\n"
+
+
+def test_ctrl_c_prints_what_was_committed_then_exits_130(sqew) -> None:
+    q = sqew.name("q")
+    sqew.arrange(q).close()
+    where = ["--url", sqew.url] if sqew.url else ["--db", str(sqew.db)]
+    args = [sqew.binary, *where, "--json", "message", "enqueue", "--queue", q, "--file", "-"]
+    with subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, cwd=sqew.cwd, env=sqew.env) as proc:
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        try:
+            # Three batches, and stdin left open: the run commits them, then waits for more.
+            proc.stdin.write(b"".join(b'{"i": %d}\n' % i for i in range(1, 1501)))
+            proc.stdin.flush()
+            deadline = time.monotonic() + TIMEOUT_S
+            with sqew.arrange() as client:
+                while client.stats(q).enqueued_total < 1500:  # the event: all were committed
+                    assert proc.poll() is None and time.monotonic() < deadline
+                    time.sleep(0.02)
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(TIMEOUT_S) == 130
+            out, err = proc.stdout.read(), proc.stderr.read()
+        finally:
+            if proc.poll() is None:  # a failed assertion: end it by its pid
+                proc.kill()
+    assert json.loads(out) == {"enqueued": 1500, "duplicates": 0, "failed": [],
+                               "interrupted": True, "last_committed_line": 1500}, err
+    assert b"Traceback" not in err

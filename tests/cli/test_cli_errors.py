@@ -65,6 +65,22 @@ USAGE_ERRORS = [
     ("--url", "ftp://example.com", "queue", "list"),
 ]
 
+# Malformed --ids, each a usage error before anything is opened or sent (one line, exit 2).
+BAD_IDS = [
+    (("message", "ack", "--queue", "jobs", "--ids", "1:a,,2:b"), "item 2 of '1:a,,2:b' is empty"),
+    (("message", "ack", "--queue", "jobs", "--ids", "1:a,"), "item 2 of '1:a,' is empty"),
+    (("message", "ack", "--queue", "jobs", "--ids", ","), "got nothing"),
+    (("message", "ack", "--queue", "jobs", "--ids", "0:abc"), "ids start at 1"),
+    (("message", "ack", "--queue", "jobs", "--ids", "-1:abc"), "ids start at 1"),
+    (("message", "nack", "--queue", "jobs", "--ids", "3:a,4:b,3:a"), "3:a is given more"),
+    (("message", "extend-lease", "--queue", "jobs", "--id", "0:abc", "--ms", "1"),
+     "ids start at 1"),
+    (("dlq", "requeue", "--queue", "jobs", "--ids", "1,,2"), "item 2 of '1,,2' is empty"),
+    (("dlq", "requeue", "--queue", "jobs", "--ids", "1,"), "item 2 of '1,' is empty"),
+    (("dlq", "requeue", "--queue", "jobs", "--ids", "0"), "got '0'"),
+    (("dlq", "requeue", "--queue", "jobs", "--ids", "5,6,5"), "message 5 is given more"),
+]
+
 
 def test_operation_failures_exit_1_with_one_error_line(with_queue) -> None:
     jobs = with_queue.name("jobs")
@@ -81,6 +97,75 @@ def test_usage_errors_exit_2(local_sqew) -> None:
     for result in local_sqew.many(USAGE_ERRORS, stdin=""):
         local_sqew.assert_usage_error(result)
     assert not local_sqew.db.exists()
+
+
+def test_malformed_ids_are_usage_errors_that_say_what_is_wrong(local_sqew) -> None:
+    with local_sqew.arrange("jobs") as client:
+        client.enqueue("jobs", 1)
+        (m,) = client.poll("jobs")
+    runs = [args for args, _ in BAD_IDS]
+    for (_, words), result in zip(BAD_IDS, local_sqew.many(runs), strict=True):
+        local_sqew.assert_usage_error(result)
+        assert words in " ".join(result.stderr.replace("│", " ").split()), str(result)
+    with local_sqew.arrange() as client:  # nothing was settled: the lease is still held
+        assert client.stats("jobs").leased == 1
+        assert client.ack("jobs", m.id, m.token).status == "acked"
+
+
+def test_an_in_memory_database_is_refused_and_nothing_is_created(local_sqew, tmp_path) -> None:
+    # It would vanish when the command ends; SQLite would make a file named ':memory:' instead.
+    runs = [("--db", ":memory:", "queue", "list"), ("--db", "sqlite:///:memory:", "health"),
+            ("queue", "add", "--name", "jobs", "--db", ":memory:"),
+            ("serve", "--db", ":memory:", "--port", "0")]
+    results = local_sqew.many(runs, use_db=False)
+    results.append(local_sqew.run("queue", "list", use_db=False, env={"SQEW_DB": ":memory:"}))
+    for result in results:
+        local_sqew.assert_usage_error(result)
+        assert "in-memory database" in result.stderr, str(result)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_health_of_a_database_file_that_does_not_exist_fails_and_creates_nothing(
+    local_sqew, tmp_path
+) -> None:
+    for db in ("typo.db", "sqlite:///typo.db", str(tmp_path / "typo.db")):
+        result = local_sqew.fails("health", db=db, code="Unavailable")
+        assert "typo.db" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    local_sqew.ok("queue", "list", db="fresh.db")  # other commands create it, as before
+    assert local_sqew.ok("health", db="fresh.db").stdout == "ok\n"
+
+
+def test_validation_errors_are_worded_alike_locally_and_through_a_server(
+    local_sqew, http_sqew
+) -> None:
+    """The service's range wording, never msgspec's (``Expected `int` <= 1000 - at ...``)."""
+    for sqew in (local_sqew, http_sqew):
+        jobs = sqew.name("jobs")
+        sqew.arrange(jobs).close()
+        cases = [
+            (("message", "enqueue", "--queue", jobs, "--payload", "1", "--priority", "1001"),
+             "priority must be an integer between -1000 and 1000"),
+            (("message", "enqueue", "--queue", jobs, "--envelope", "--payload",
+              '{"payload": 1, "priority": "high"}'),
+             "priority must be an integer between -1000 and 1000 (got a string)"),
+            (("message", "enqueue", "--queue", jobs, "--payload", "1", "--attr", "k=" + "v" * 1025),
+             "values of attributes must be a string of at most 1024 characters"),
+            (("queue", "add", "--name", sqew.name("x"), "--visibility-ms", "43200001"),
+             "visibility_ms must be an integer between 0 and 43200000"),
+            (("queue", "add", "--name", sqew.name("x"), "--order", "sideways"),
+             "order must be one of fifo, lifo"),
+            (("queue", "add", "--name", "bad.name"),
+             "name must be a string of 1-80 letters, digits, '_' or '-', starting with a letter "
+             "or digit"),
+            (("queue", "add", "--name", sqew.name("x"), "--rate-limit-per-s", "1e-300"),
+             "rate_limit_per_s must be 0 (off) or at least 0.00001"),
+            (("message", "get", "--queue", jobs, "--batch", "101"),
+             "batch must be an integer between 1 and 100"),
+        ]
+        for (_, words), result in zip(cases, sqew.many([a for a, _ in cases]), strict=True):
+            sqew.assert_failed(result, "ValidationError")
+            assert result.stderr == f"error: ValidationError: {words}\n", str(result)
 
 
 def test_error_line_names_the_queue(sqew) -> None:

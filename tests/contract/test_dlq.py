@@ -108,3 +108,19 @@ def test_dlq_operations_on_missing_queue(client: sqew.Client) -> None:
         client.dlq_requeue("nope")
     with pytest.raises(errors.QueueNotFound):
         client.dlq_purge("nope")
+
+
+def test_a_last_lease_that_ended_is_dead_lettered_without_a_poll(
+    client: sqew.Client, clock: ManualClock
+) -> None:
+    # The reaper moves it (the embedded Client's runs before reads once due, a server's on a
+    # timer and before reads): stats, peek and the DLQ agree without waiting for a poll.
+    client.create_queue("once", max_attempts=1, visibility_ms=1000)
+    msg_id = client.enqueue("once", "p").message_id
+    assert lease_one(client, "once").id == msg_id
+    clock.advance(1500)
+    stats = client.stats("once")
+    assert (stats.ready, stats.leased, stats.dlq, stats.dead_lettered_total) == (0, 0, 1, 1)
+    assert client.peek("once") == []
+    (dead,) = client.dlq_list("once")
+    assert (dead.id, dead.attempts, dead.last_error) == (msg_id, 1, "lease expired")

@@ -17,8 +17,9 @@ import pytest
 import sqew
 from sqew import errors, models
 from sqew.backends import open_backend
-from sqew.backends import sqlite as sqlite_backend
 from sqew.backends.base import WriteSession
+from sqew.backends.sqlite import SqliteBackend
+from sqew.backends.sqlite import connection as sqlite_connection
 from sqew.core.service import QueueService
 from sqew.server import runtime as server_runtime
 
@@ -247,7 +248,7 @@ def test_a_merge_whose_group_failed_before_it_ran_takes_no_more_requests(
 ) -> None:
     """A group can fail before it runs its writes (the write lock never came); requests that
     arrive later start a new merge instead of joining the one that has ended."""
-    monkeypatch.setattr(sqlite_backend, "BUSY_TIMEOUT_MS", 200)  # give up on the lock soon
+    monkeypatch.setattr(sqlite_connection, "BUSY_TIMEOUT_MS", 200)  # give up on the lock soon
     blocker = sqlite3.connect(db, isolation_level=None)  # a writer that is no committer
     blocker.execute("BEGIN IMMEDIATE")
 
@@ -317,7 +318,7 @@ def counts(stats: models.Stats) -> dict[str, Any]:
             if k != "oldest_ready_age_ms"}
 
 
-class CappedBackend(sqlite_backend.SqliteBackend):
+class CappedBackend(SqliteBackend):
     """SQLite whose group committer's connection can be capped in size: ``PRAGMA
     max_page_count`` (per connection) makes SQLite fail a write that needs more pages with
     SQLITE_FULL, the error of a full disk, and roll back the whole transaction as it does

@@ -145,6 +145,6 @@ def test_the_cli_imports_the_server_only_inside_serve() -> None:
 def test_the_import_scanner_sees_nested_and_relative_imports() -> None:
     # The rules above are only as good as the scanner: check it on known files.
     assert any(i.module == "sqew.backends.base" for f in sources("core") for i in imports_of(f))
-    sqlite_py = PACKAGE / "backends" / "sqlite.py"
+    sqlite_py = PACKAGE / "backends" / "sqlite" / "backend.py"
     nested = [i for i in imports_of(sqlite_py) if i.module == "sqew.migrate"]
     assert nested and not any(i.top_level for i in nested)

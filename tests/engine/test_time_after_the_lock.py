@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 import pytest
 
 import sqew
-from sqew.backends import sqlite as sqlite_backend
+from sqew.backends.sqlite import connection as sqlite_connection
 from sqew.core.clock import ManualClock
 
 T = TypeVar("T")
@@ -96,7 +96,7 @@ class ServerCalls(Calls):
     """A real server in this process (its service reads ``clock``), called over HTTP; its
     SQL trace shows when the group committer turns to waiting for the lock."""
 
-    WAITS = f"PRAGMA busy_timeout={sqlite_backend.BUSY_TIMEOUT_MS}"
+    WAITS = f"PRAGMA busy_timeout={sqlite_connection.BUSY_TIMEOUT_MS}"
 
     def __init__(self, server: Any, db: Path) -> None:
         super().__init__(sqew.Client(server.url), db)

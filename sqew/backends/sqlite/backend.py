@@ -1,0 +1,251 @@
+"""``SqliteBackend``: opening a SQLite file (checks, migration), connections, transactions.
+
+Writes start with ``BEGIN IMMEDIATE`` so a transaction takes the write lock up front (no
+deadlock on lock upgrade); readers never block the writer (WAL). Each thread has its own
+connection. Another process's commit is seen through ``PRAGMA data_version``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+
+from sqew import errors
+from sqew.backends.base import Backend, Tx, Waiter, WriteSession
+from sqew.backends.errors import translate
+from sqew.backends.sqlite import connection, lockfile
+from sqew.backends.sqlite.session import SqliteWriteSession
+from sqew.backends.sqlite.tx import SqliteTx
+from sqew.backends.sqlite_waiter import SqliteWaiter
+
+SCHEMA_HEAD = "0001"
+"""The Alembic head revision this code writes (a test keeps it equal to Alembic's head).
+
+Known here so that opening an up-to-date database costs one query, without importing
+SQLAlchemy's engine or Alembic (a CLI command starts in a fraction of the time).
+"""
+
+
+class SqliteBackend(Backend):
+    """sqew's schema in one SQLite file.
+
+    A group commit runs its statements on the event loop (``statements_on_loop``): once the
+    write lock is held they take microseconds and never wait.
+
+    Args:
+        path: the database file (created and migrated if new).
+        durability: ``"normal"`` (synchronous=NORMAL: safe against a process crash) or
+            ``"full"`` (synchronous=FULL: safe against power loss).
+        upgrade: apply pending migrations to an existing database instead of refusing it.
+        trace: called with every SQL statement run on the connections of this backend.
+    """
+
+    statements_on_loop = True
+
+    def __init__(self, path: str | os.PathLike[str], *, durability: str = "normal",
+                 upgrade: bool = False, trace: Callable[[str], None] | None = None) -> None:
+        if durability not in ("normal", "full"):
+            raise errors.ValidationError("durability must be 'normal' or 'full'")
+        self.path = Path(path)
+        self._sync = "FULL" if durability == "full" else "NORMAL"
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        self._trace = trace
+        _check_path(self.path)
+        self._prepare(upgrade)
+
+    # --- opening --------------------------------------------------------------------------------
+    def _prepare(self, upgrade: bool) -> None:
+        """Check the schema, migrating a new file; refuse a foreign or newer one untouched.
+
+        The checks run on a bare connection, before WAL mode is switched on, so a refused file
+        is left exactly as it was.
+        """
+        try:
+            rev = _schema_revision(self.path)
+            if rev == SCHEMA_HEAD:
+                return
+            try:
+                # Refused before the lock file is made: a refused file's directory is left
+                # exactly as it was too.
+                _refuse(self.path, rev, upgrade)
+                with lockfile.holding(self.path):  # first open: one process migrates
+                    self._migrate(upgrade)
+            except errors.SqewError as exc:
+                raise type(exc)(f"cannot open database '{self.path}': {exc.message}") from None
+        except errors.SqewError:
+            raise
+        except Exception as exc:
+            raise _opening_error(self.path, exc) from exc
+
+    def _migrate(self, upgrade: bool) -> None:
+        rev = _schema_revision(self.path)  # again: another process may have migrated meanwhile
+        if rev == SCHEMA_HEAD:
+            return
+        _refuse(self.path, rev, upgrade)
+        from sqew import migrate  # Alembic only when a schema must be written
+
+        self._connect().close()  # WAL from the first write on
+        migrate.upgrade_file(self.path)
+
+    def _connect(self) -> sqlite3.Connection:
+        return connection.connect(self.path, synchronous=self._sync, trace=self._trace)
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._closed:
+                raise errors.Unavailable("the database is closed")
+            try:
+                conn = self._connect()
+            except errors.SqewError:
+                raise
+            except Exception as exc:
+                raise _opening_error(self.path, exc) from exc
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    # --- transactions ---------------------------------------------------------------------------
+    def write(self) -> AbstractContextManager[Tx]:
+        return self._transaction("BEGIN IMMEDIATE")
+
+    def read(self) -> AbstractContextManager[Tx]:
+        return self._transaction("BEGIN")
+
+    @contextmanager
+    def _transaction(self, begin: str) -> Iterator[Tx]:
+        conn = self._conn()
+        try:
+            conn.execute(begin)
+        except sqlite3.Error as exc:
+            raise translate(exc) from exc
+        try:
+            yield SqliteTx(conn)
+        except BaseException as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise translate(exc) from exc
+            raise
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise translate(exc) from exc
+
+    def write_session(self) -> WriteSession:
+        return SqliteWriteSession(self.path, self._connect, durable=self._sync == "FULL")
+
+    def waiter(self) -> Waiter:
+        return SqliteWaiter(self._conn)
+
+    def maintain(self) -> None:
+        conn = self._conn()
+        try:
+            conn.execute("ANALYZE")
+            pages = conn.execute("PRAGMA page_count").fetchone()[0]
+            free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+            if pages and free / pages > 0.25:  # only worth the full rewrite when much is free
+                conn.execute("VACUUM")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error as exc:
+            raise translate(exc) from exc
+
+    def ping(self) -> None:
+        try:
+            self._conn().execute("SELECT 1").fetchone()
+        except sqlite3.Error as exc:
+            raise translate(exc) from exc
+
+    def schema_revision(self) -> str | None:
+        try:
+            row = self._conn().execute("SELECT version_num FROM alembic_version").fetchone()
+        except sqlite3.Error as exc:
+            raise translate(exc) from exc
+        return None if row is None else str(row[0])
+
+    @property
+    def schema_head(self) -> str:
+        return SCHEMA_HEAD
+
+    def close(self) -> None:
+        self._closed = True
+        with self._lock:
+            conns, self._all = self._all, []
+        for conn in conns:
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+        self._local = threading.local()
+
+
+def _check_path(path: Path) -> None:
+    where = f"cannot open database '{path}'"
+    if path.is_dir():
+        raise errors.Unavailable(f"{where}: it is a directory")
+    if not path.parent.is_dir():
+        raise errors.Unavailable(f"{where}: directory '{path.parent}' does not exist")
+    if path.exists() and not os.access(path, os.R_OK):
+        raise errors.Unavailable(f"{where}: permission denied")
+
+
+def _opening_error(path: Path, exc: BaseException) -> errors.SqewError:
+    if isinstance(exc, PermissionError):
+        return errors.Unavailable(f"cannot open database '{path}': permission denied")
+    if isinstance(exc, OSError):
+        return errors.Unavailable(f"cannot open database '{path}': {exc.strerror or exc}")
+    err = translate(exc)
+    return type(err)(f"cannot open database '{path}': {err.message}")
+
+
+def _schema_revision(path: Path) -> str | None:
+    """The revision in ``alembic_version``, or None when there is no such table.
+
+    Raises sqlite3.DatabaseError for a file that is not a database.
+    """
+    conn = connection.bare_connection(path)
+    try:
+        if conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'alembic_version'"
+        ).fetchone() is None:  # (this read also fails fast on a file that is no database)
+            return None
+        row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+        return None if row is None else str(row[0])
+    finally:
+        conn.close()
+
+
+def _refuse(path: Path, rev: str | None, upgrade: bool) -> None:
+    """Raise Unavailable unless the file at revision ``rev`` may be migrated to the head."""
+    if rev is None:
+        if _has_tables(path):
+            raise errors.Unavailable("the file is a SQLite database but not a sqew database")
+        return
+    from sqew import migrate  # Alembic only when a schema must be checked
+
+    if rev not in migrate.known_revisions():
+        raise errors.Unavailable(
+            f"the database schema ({rev}) is newer than this sqew knows; upgrade sqew"
+        )
+    if not upgrade:
+        raise errors.Unavailable(
+            f"the database schema ({rev}) is older than this sqew's ({SCHEMA_HEAD}); "
+            "run `sqew db upgrade`"
+        )
+
+
+def _has_tables(path: Path) -> bool:
+    conn = connection.bare_connection(path)
+    try:
+        return conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is not None
+    finally:
+        conn.close()

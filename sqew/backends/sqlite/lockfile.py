@@ -1,0 +1,88 @@
+"""sqew's own locks between processes on one database: ``flock`` on ``<db>-lock``.
+
+Never on the database file itself: closing *any* descriptor of a file drops every POSIX lock
+the process holds on it, SQLite's included. A lock taken on the database file and released
+with ``close()`` once let another process believe it held the last connection, checkpoint and
+delete the WAL under this process's open connections, whose later commits then went into the
+deleted file: acknowledged and lost. SQLite never opens ``<db>-lock``, so opening and closing
+it is harmless.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+SUFFIX = "-lock"
+
+
+def lock_path(db: Path) -> Path:
+    """The lock file of database ``db`` (next to it, like SQLite's ``-wal`` and ``-shm``)."""
+    return db.with_name(db.name + SUFFIX)
+
+
+def _open(path: Path) -> int:
+    # flock needs no write access: a read-only descriptor of an existing lock file will do.
+    try:
+        return os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+    except OSError:
+        return os.open(path, os.O_RDONLY)
+
+
+class LockFile:
+    """An exclusive ``flock`` on a database's lock file, held through one descriptor.
+
+    ``flock`` locks belong to an open file description: two ``LockFile`` of one database
+    exclude each other even within a process.
+
+    Raises:
+        OSError: the lock file can neither be created nor opened.
+    """
+
+    def __init__(self, db: Path) -> None:
+        self._fd = _open(lock_path(db))
+        self.held = False
+
+    def acquire(self, wait: bool) -> bool:
+        """Take the lock (waiting for it if ``wait``); False if another holder has it."""
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        self.held = True
+        return True
+
+    def release(self) -> None:
+        """Let go of the lock if held."""
+        if self.held:
+            self.held = False
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        """Release and close the descriptor (idempotent)."""
+        if self._fd >= 0:
+            self.release()
+            os.close(self._fd)
+            self._fd = -1
+
+
+@contextlib.contextmanager
+def holding(db: Path) -> Iterator[None]:
+    """Hold the lock for a block, waiting for it (first-open migration).
+
+    Where the lock file can be neither created nor opened (a read-only directory) nothing can
+    be migrated there either: the block runs without the lock, to check the schema read-only.
+    """
+    try:
+        lock = LockFile(db)
+    except OSError:
+        yield
+        return
+    try:
+        lock.acquire(wait=True)
+        yield
+    finally:
+        lock.close()

@@ -1,0 +1,139 @@
+"""``SqliteWriteSession``: a group committer's connection, its transactions taken in steps."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+from sqew import errors
+from sqew.backends.base import Offload, WriteSession
+from sqew.backends.errors import is_busy, translate
+from sqew.backends.sqlite import connection
+from sqew.backends.sqlite.checkpoint import WAL_BOUND_PAGES, Checkpointer
+from sqew.backends.sqlite.lockfile import LockFile, lock_path
+from sqew.backends.sqlite.tx import SqliteTx
+
+
+class SqliteWriteSession(WriteSession):
+    """A group committer's connection: ``BEGIN IMMEDIATE`` tried without waiting.
+
+    Between the committers of several processes on one file (``sqew serve --workers N``) the
+    write lock is an ``flock`` on the database's lock file (``<db>-lock``), taken before
+    SQLite's own lock: a waiting process is woken the moment the holder commits, where
+    SQLite's busy handler would sleep in steps of up to 100 ms. Writers that are not
+    committers (the CLI, admin calls) take only SQLite's lock; against them the busy handler
+    still waits, off the event loop in ``begin``. Checkpoints are not run by the session's
+    commits but by a thread of its own (``Checkpointer``).
+
+    Raises:
+        sqew.errors.Unavailable: the lock file can neither be created nor opened.
+    """
+
+    def __init__(
+        self, path: Path, connect: Callable[[], sqlite3.Connection], *, durable: bool
+    ) -> None:
+        self._conn = conn = connect()
+        self.tx = SqliteTx(conn)
+        self.commit_waits = durable
+        try:
+            conn.execute("PRAGMA busy_timeout=0")  # try_begin never waits; begin sets it back
+            # The checkpointer's thread checkpoints; SQLite's own, in a commit, only if the WAL
+            # ever grows far past the thread's bound (the thread stopped: a safety net).
+            conn.execute(f"PRAGMA wal_autocheckpoint={10 * WAL_BOUND_PAGES}")
+            self._lock = LockFile(path)
+        except OSError as exc:
+            conn.close()
+            raise errors.Unavailable(
+                f"cannot open the lock file '{lock_path(path)}': {exc.strerror or exc}"
+            ) from exc
+        except BaseException:
+            conn.close()
+            raise
+        self._closed = False
+        self._checkpointer = Checkpointer(path, connect)
+
+    async def begin(self, offload: Offload) -> None:  # type: ignore[override]
+        """Take the write lock now if it is free; else wait for it through ``offload``."""
+        if not self.try_begin():
+            await offload(self.begin_waiting)
+
+    async def commit(self, offload: Offload) -> None:  # type: ignore[override]
+        """Commit; under durability ``full`` the commit waits for the disk: offloaded."""
+        if self.commit_waits:
+            await offload(self.commit_now)
+        else:
+            self.commit_now()
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction is open on the connection.
+
+        After some errors (SQLITE_FULL, SQLITE_IOERR, SQLITE_NOMEM…) SQLite rolls the whole
+        transaction back by itself: a committer must check this before it goes on after an
+        error inside a transaction (a savepoint's rollback would fail, later statements would
+        run in autocommit mode).
+        """
+        return self._conn.in_transaction
+
+    def try_begin(self) -> bool:
+        """Begin a write transaction if the write lock is free now; False if it is not."""
+        if not self._lock.acquire(wait=False):
+            return False
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            self._lock.release()
+            if is_busy(exc):
+                return False
+            raise translate(exc) from exc
+        except BaseException:
+            self._lock.release()
+            raise
+        return True
+
+    def begin_waiting(self) -> None:
+        """Begin a write transaction, waiting for the write lock (blocking)."""
+        self._lock.acquire(wait=True)
+        try:
+            self._conn.execute(f"PRAGMA busy_timeout={connection.BUSY_TIMEOUT_MS}")
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            finally:
+                self._conn.execute("PRAGMA busy_timeout=0")
+        except BaseException as exc:
+            self._lock.release()
+            if isinstance(exc, sqlite3.Error):
+                raise translate(exc) from exc
+            raise
+
+    def commit_now(self) -> None:
+        """Commit the open transaction (blocking under durability ``full``)."""
+        try:
+            self._conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self.rollback()
+            raise translate(exc) from exc
+        finally:
+            self._lock.release()
+        self._checkpointer.wrote()
+
+    def rollback(self) -> None:
+        try:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+        except sqlite3.Error as exc:
+            raise translate(exc) from exc
+        finally:
+            self._lock.release()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(sqlite3.Error, errors.SqewError):
+            self.rollback()
+        self._checkpointer.close()
+        self._conn.close()
+        self._lock.close()
