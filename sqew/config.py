@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from sqew import errors
+from sqew import errors, jsonlimits
 
 ENV_PREFIX = "SQEW_"
 CONFIG_ENV = "SQEW_CONFIG"
@@ -39,6 +39,10 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
         workers: server processes sharing the database.
         durability: ``normal`` (process-crash safe) or ``full`` (power-loss safe).
         max_body_bytes: request bodies above this are refused with 413 while streaming.
+        max_json_depth: JSON nested deeper than this (1-256) is a 400 ValidationError: a
+            payload counts its own levels (``[[1]]`` is 2 deep); a request body may add the
+            levels of its fixed shape around it (``sqew.jsonlimits``). Decoders recurse per
+            level, so JSON readers in every client stay clear of Python's recursion limit.
         threads: threads running database calls per process.
         poll_threads: long polls that may wait at once per process (more wait their turn).
         group_commit: run concurrent writes in shared transactions, on the event loop (one
@@ -56,6 +60,9 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     workers: Positive = 1
     durability: Literal["normal", "full"] = "normal"
     max_body_bytes: Positive = 16 * 1024 * 1024
+    max_json_depth: Annotated[int, Meta(ge=1, le=jsonlimits.MAX_DEPTH)] = (
+        jsonlimits.DEFAULT_MAX_DEPTH
+    )
     threads: Positive = 32
     poll_threads: Positive = 256
     group_commit: bool = True

@@ -8,7 +8,7 @@ Response models are what every client returns and what ``--json`` prints.
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any, Literal, NamedTuple
+from typing import Annotated, Any, Literal
 
 import msgspec
 import msgspec.inspect
@@ -148,74 +148,6 @@ class QueueSettings(_Request, kw_only=True):
             raise ValueError(
                 f"rate_limit_per_s must be 0 (off) or at least {MIN_RATE_LIMIT_PER_S:.5f}"
             )
-
-
-class Setting(NamedTuple):
-    """One queue setting as ``QueueSettings`` declares it (see "queue settings" above)."""
-
-    name: str
-    type: type[Any]
-    """The Python type of its value: ``int``, ``float``, ``bool`` or ``str``."""
-    default: Any
-    description: str
-    low: int | float | None
-    """Smallest value (``Meta.ge``), None when not a number."""
-    high: int | float | None
-    """Largest value (``Meta.le``), None when not a number."""
-    choices: tuple[str, ...]
-    """The values of a ``Literal`` (``order``), else empty."""
-    range: str
-    """The range in words, as the README's settings table and the CLI's help show it."""
-
-    @property
-    def default_text(self) -> str:
-        """The default in words: ``30000``, ``fifo``, ``no``, ``none``."""
-        if self.default is None:
-            return "none"
-        if isinstance(self.default, bool):
-            return "yes" if self.default else "no"
-        return _number(self.default) if isinstance(self.default, float) else str(self.default)
-
-
-def _number(value: float) -> str:
-    """``30000``, ``0.5``: integers in full, other floats in their shortest form."""
-    return str(int(value)) if value == int(value) else f"{value:g}"
-
-
-def _setting(field: msgspec.inspect.Field) -> Setting:
-    """A ``Setting`` from one field of ``QueueSettings`` (``X | UnsetType [| None]``)."""
-    info: Any = field.type
-    if isinstance(info, msgspec.inspect.UnionType):  # `| None`: the setting's own type
-        (info,) = (t for t in info.types if not isinstance(t, msgspec.inspect.NoneType))
-    assert isinstance(info, msgspec.inspect.Metadata), f"{field.name} declares no Meta"
-    extra, inner = info.extra or {}, info.type
-    description = (info.extra_json_schema or {})["description"]
-    kinds: dict[type[Any], type[Any]] = {
-        msgspec.inspect.IntType: int, msgspec.inspect.FloatType: float,
-        msgspec.inspect.BoolType: bool, msgspec.inspect.StrType: str,
-        msgspec.inspect.LiteralType: str,
-    }
-    low = getattr(inner, "ge", None)
-    high = getattr(inner, "le", None)
-    choices = tuple(getattr(inner, "values", ()))
-    words = extra.get("range")
-    if words is None:
-        if low is None:
-            words = ""
-        elif high in (None, MAX_INT64, MAX_FLOAT):  # caps of the storage, not of the setting
-            words = f"≥ {_number(low)}"
-        else:
-            words = f"{_number(low)} \u2013 {_number(high)}"  # an en dash, as in the README
-    return Setting(field.name, kinds[type(inner)], extra["default"], description, low, high,
-                   choices, words)
-
-
-SETTINGS: tuple[Setting, ...] = tuple(
-    _setting(f) for f in msgspec.inspect.type_info(QueueSettings).fields  # type: ignore[attr-defined]
-)
-"""Every queue setting, in the order of SPEC's table."""
-SETTING_NAMES: tuple[str, ...] = tuple(s.name for s in SETTINGS)
-SETTING_DEFAULTS: dict[str, Any] = {s.name: s.default for s in SETTINGS}
 
 
 class QueueCreate(QueueSettings, kw_only=True):

@@ -40,6 +40,9 @@ def open_backend(
         raise ValidationError(f"unsupported database URL scheme '{scheme}'")
     if not path:
         raise ValidationError("empty database path")
+    if path == ":memory:" or path.startswith("file::memory:"):
+        # An in-memory database would vanish with its connection: nothing would be kept.
+        raise ValidationError("an in-memory database (:memory:) cannot hold a queue; give a file")
     from sqew.backends.sqlite import SqliteBackend
 
     return SqliteBackend(path, durability=durability, upgrade=upgrade, trace=trace)

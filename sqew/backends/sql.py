@@ -20,13 +20,9 @@ from typing import Any, ClassVar
 
 from sqew.backends.base import MessageRow, NewMessage, QueueRow, Tx
 from sqew.backends.paramstyle import PyformatConnection
+from sqew.backends.sql_queues import QueueStatements
 
 _MSG_COLS = ", ".join(MessageRow._fields)
-_QUEUE_COLS = ", ".join(QueueRow._fields)
-_COUNTERS = frozenset(
-    {"depth", "enqueued_total", "acked_total", "nacked_total", "dead_lettered_total",
-     "expired_total"}
-)
 _NEW_MESSAGE_COLS = (
     "queue_id", "payload", "priority", "attributes", "enqueued_at", "available_at",
     "expires_at", "lifo",
@@ -34,12 +30,11 @@ _NEW_MESSAGE_COLS = (
 INSERT_CHUNK = 100
 """Rows per multi-row ``INSERT`` of the neutral ``insert_messages`` (800 parameters)."""
 
-_COUNTER_SQL: dict[tuple[str, ...], str] = {}
 LEASE_EXPIRED = "lease expired"
 """``last_error`` of a message dead-lettered because its last allowed lease ran out."""
 
 
-class SqlTx(Tx):
+class SqlTx(QueueStatements, Tx):
     """The contract's statements on one DB-API connection inside an open transaction.
 
     Hooks a dialect overrides (the defaults are PostgreSQL's, which is also plain SQL):
@@ -96,85 +91,6 @@ class SqlTx(Tx):
 
     def _bool(self, value: bool) -> str:
         return self.TRUE if value else self.FALSE
-
-    # --- queues ---------------------------------------------------------------------------------
-    def get_queue(self, name: str) -> QueueRow | None:
-        row = self._one(f"SELECT {_QUEUE_COLS} FROM queues WHERE name = :name", {"name": name})
-        return QueueRow._make(row) if row else None
-
-    def get_queue_by_id(self, queue_id: int) -> QueueRow | None:
-        row = self._one(f"SELECT {_QUEUE_COLS} FROM queues WHERE id = :id", {"id": queue_id})
-        return QueueRow._make(row) if row else None
-
-    def list_queues(self) -> list[QueueRow]:
-        rows = self._all(f"SELECT {_QUEUE_COLS} FROM queues ORDER BY name")
-        return [QueueRow._make(r) for r in rows]
-
-    def insert_queue(self, values: dict[str, Any]) -> int:
-        cols = ", ".join(values)
-        marks = ", ".join(f":{k}" for k in values)
-        sql = f"INSERT INTO queues ({cols}) VALUES ({marks}) RETURNING id"
-        return int(self._one(sql, values)[0])
-
-    def update_queue(self, queue_id: int, values: dict[str, Any]) -> None:
-        if not values:
-            return
-        sets = ", ".join(f"{k} = :{k}" for k in values)
-        self.c.execute(f"UPDATE queues SET {sets} WHERE id = :_id", {**values, "_id": queue_id})
-
-    def delete_queue(self, queue_id: int) -> None:
-        self.c.execute("DELETE FROM queues WHERE id = :id OR parent_id = :id", {"id": queue_id})
-
-    def add_counters(self, queue_id: int, **deltas: int) -> None:
-        deltas = {k: v for k, v in deltas.items() if v}
-        if not deltas:
-            return
-        names = tuple(deltas)
-        sql = _COUNTER_SQL.get(names)
-        if sql is None:
-            if not _COUNTERS.issuperset(names):
-                raise ValueError(f"unknown counters {set(names) - _COUNTERS}")
-            sets = ", ".join(f"{k} = {k} + :{k}" for k in names)
-            sql = _COUNTER_SQL[names] = f"UPDATE queues SET {sets} WHERE id = :_id"
-        deltas["_id"] = queue_id
-        self.c.execute(sql, deltas)
-
-    def add_counters_by_name(self, name: str, **deltas: int) -> QueueRow | None:
-        names = tuple(deltas)
-        key = ("by_name", *names)
-        sql = _COUNTER_SQL.get(key)
-        if sql is None:
-            if not _COUNTERS.issuperset(names):
-                raise ValueError(f"unknown counters {set(names) - _COUNTERS}")
-            sets = ", ".join(f"{k} = {k} + :{k}" for k in names)
-            sql = _COUNTER_SQL[key] = (
-                f"UPDATE queues SET {sets} WHERE name = :_name RETURNING {_QUEUE_COLS}"
-            )
-        row = self._one(sql, {**deltas, "_name": name})
-        return QueueRow._make(row) if row else None
-
-    _CLAIM_QUEUE = (
-        f"SELECT {_QUEUE_COLS}, EXISTS (SELECT 1 FROM messages m WHERE m.queue_id = queues.id "
-        "AND m.lease_expires_at IS NOT NULL AND m.lease_expires_at <= :now) "
-        "FROM queues WHERE name = :name"
-    )
-
-    def get_queue_for_claim(self, name: str, now: int) -> tuple[QueueRow, bool] | None:
-        row = self._one(self._CLAIM_QUEUE, {"name": name, "now": now})
-        return (QueueRow._make(row[:-1]), bool(row[-1])) if row else None
-
-    def reserve(self, name: str, count: int) -> QueueRow | None:
-        row = self._one(
-            "UPDATE queues SET depth = depth + :n, enqueued_total = enqueued_total + :n "
-            f"WHERE name = :name RETURNING {_QUEUE_COLS}",
-            {"n": count, "name": name},
-        )
-        return QueueRow._make(row) if row else None
-
-    def set_messages_lifo(self, queue_id: int, lifo: bool) -> None:
-        self.c.execute(
-            f"UPDATE messages SET lifo = {self._bool(lifo)} WHERE queue_id = :q", {"q": queue_id}
-        )
 
     # --- enqueue --------------------------------------------------------------------------------
     def find_dedup(self, queue_id: int, key: str, now: int) -> int | None:

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 import msgspec
 from rich.console import Console
 
-from sqew import errors, models
+from sqew import errors, jsonlimits, models
 from sqew.cli.output import plural
 from sqew.client.base import Client, validation_error
 
@@ -115,9 +115,16 @@ class Summary:
                 "the lines after it were not enqueued")
 
 
-def parse_plain(line: bytes) -> msgspec.Raw:
-    """One plain line: a JSON value, kept as its exact text."""
+def parse_plain(line: bytes, max_depth: int = jsonlimits.MAX_DEPTH) -> msgspec.Raw:
+    """One plain line: a JSON value, kept as its exact text.
+
+    Args:
+        line: the line.
+        max_depth: the deepest payload accepted (checked before decoding: a decoder recurses
+            per level).
+    """
     _check_utf8(line)
+    jsonlimits.check_depth(line, max_depth)
     try:
         raw: msgspec.Raw = msgspec.json.decode(line, type=msgspec.Raw)
     except msgspec.DecodeError as exc:
@@ -125,13 +132,15 @@ def parse_plain(line: bytes) -> msgspec.Raw:
     return raw
 
 
-def parse_envelope(line: bytes) -> dict[str, Any]:
+def parse_envelope(line: bytes, max_depth: int = jsonlimits.MAX_DEPTH) -> dict[str, Any]:
     """One ``--envelope`` line: a message object with the API's fields.
 
     It is decoded straight into ``MessageIn`` — the validation ``message_from_mapping`` does,
-    with unknown fields rejected — so the payload keeps its exact text.
+    with unknown fields rejected — so the payload keeps its exact text. ``max_depth`` is the
+    deepest payload accepted (see ``parse_plain``).
     """
     _check_utf8(line)
+    jsonlimits.check_depth(line, max_depth, levels=jsonlimits.MESSAGE_LEVELS)
     try:
         m = msgspec.json.decode(line, type=models.MessageIn)
     except msgspec.ValidationError as exc:
@@ -257,9 +266,12 @@ class FileEnqueuer:
         return self.summary
 
     def _message(self, text: bytes) -> dict[str, Any]:
+        # The client's own limit, so that a line too deep fails here, with its line number
+        # and the message the client would give.
+        depth = self.client.max_json_depth
         if self.envelope:
-            return parse_envelope(text)
-        return {"payload": parse_plain(text), **self.defaults}
+            return parse_envelope(text, depth)
+        return {"payload": parse_plain(text, depth), **self.defaults}
 
     def _flush(self, batch: list[tuple[int, dict[str, Any]]]) -> None:
         try:

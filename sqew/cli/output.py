@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from sqew import models
+from sqew import models, queue_settings
 
 PAYLOAD_WIDTH = 60  # characters of a payload shown in a table cell
 
@@ -132,7 +132,7 @@ def queues_table(queues: Sequence[models.Queue]) -> Callable[[Console], None]:
 
 def _settings_rows(q: models.Queue) -> list[tuple[str, str]]:
     rows = [("name", q.name), ("dlq", q.dlq or "- (this is a dead-letter queue)")]
-    for name in models.SETTING_NAMES:
+    for name in queue_settings.SETTING_NAMES:
         if name == "hmac_secret":  # write-only: never returned
             continue
         value = getattr(q, name)

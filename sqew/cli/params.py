@@ -15,7 +15,7 @@ from collections.abc import Hashable, Sequence
 import msgspec
 import typer
 
-from sqew import errors
+from sqew import errors, jsonlimits
 
 SQLITE_URL = "sqlite:///"
 MEMORY = ":memory:"
@@ -123,11 +123,19 @@ def attributes(pairs: list[str] | None) -> dict[str, str] | None:
 
 
 def json_payload(text: str) -> msgspec.Raw:
-    """Check ``--payload`` is one JSON value; keep its exact text (SPEC: stored as sent)."""
+    """Check ``--payload`` is one JSON value; keep its exact text (SPEC: stored as sent).
+
+    Text nested deeper than any client accepts is not decoded (a decoder recurses per level)
+    but passed on as it is: the client refuses it, naming its own ``max_json_depth``.
+    """
     try:
-        raw: msgspec.Raw = msgspec.json.decode(text.encode(), type=msgspec.Raw)
+        data = text.encode()
     except UnicodeEncodeError:  # undecodable bytes in argv arrive as lone surrogates
         raise errors.ValidationError("--payload is not valid UTF-8") from None
+    if jsonlimits.depth(data) > jsonlimits.MAX_DEPTH:
+        return msgspec.Raw(data)
+    try:
+        raw: msgspec.Raw = msgspec.json.decode(data, type=msgspec.Raw)
     except msgspec.DecodeError as exc:
         raise errors.ValidationError(
             f"--payload is not valid JSON: {exc}",

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from sqew import models
+from sqew import models, queue_settings
 from sqew.cli import output
 from sqew.cli.state import current
 
@@ -18,7 +18,7 @@ Name = Annotated[str, typer.Option("--name", "-n", metavar="NAME", help="The que
 SETTINGS = "Settings"  # help panel grouping the queue settings
 
 
-def _setting_option(setting: models.Setting) -> inspect.Parameter:
+def _setting_option(setting: queue_settings.Setting) -> inspect.Parameter:
     """The ``--kebab-case`` option of one queue setting, from its declaration in the model.
 
     Ranges are checked by the service (exit 1 with a ValidationError, as the REST API answers),
@@ -40,14 +40,14 @@ def _setting_option(setting: models.Setting) -> inspect.Parameter:
                              annotation=Annotated[setting.type | None, option])
 
 
-_SETTING_OPTIONS = [_setting_option(s) for s in models.SETTINGS]
+_SETTING_OPTIONS = [_setting_option(s) for s in queue_settings.SETTINGS]
 
 
 def with_setting_options(command: Callable[..., None]) -> Callable[..., None]:
     """Give ``command(ctx, name, **settings)`` one option per queue setting.
 
     Typer reads a command's options from its signature: the generated one lists the command's
-    own parameters, then every setting of ``models.SETTINGS``.
+    own parameters, then every setting of ``queue_settings.SETTINGS``.
     """
     own = list(inspect.signature(command, eval_str=True).parameters.values())[:-1]  # **settings
     command.__signature__ = inspect.Signature([*own, *_SETTING_OPTIONS])  # type: ignore[attr-defined]

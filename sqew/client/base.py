@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from sqew import errors, models
+from sqew import errors, jsonlimits, models
 from sqew.client.validation import validation_error as validation_error  # re-exported
 
 
@@ -22,7 +22,14 @@ class Client(abc.ABC):
 
     ``Client(target)`` picks the implementation: an ``http://``/``https://`` URL gives an
     ``HttpClient``; a file path, ``sqlite:///…`` or database URL gives a ``LocalClient``.
+
+    Attributes:
+        max_json_depth: the deepest payload this client enqueues (``sqew.jsonlimits``): SPEC's
+            default on a database; for a server, the most any server allows, as the server
+            applies its own ``max_json_depth``.
     """
+
+    max_json_depth: int = jsonlimits.DEFAULT_MAX_DEPTH
 
     def __new__(
         cls, target: str | os.PathLike[str] = "sqew.db", *args: Any, **kwargs: Any
@@ -173,7 +180,11 @@ class Client(abc.ABC):
 
     @abc.abstractmethod
     def dlq_requeue(self, queue: str, ids: Iterable[int] | None = None) -> int:
-        """Move DLQ messages (all, or ``ids``) back to the queue with attempts reset."""
+        """Move DLQ messages (all, or ``ids``) back to the queue with attempts reset.
+
+        A DLQ message a consumer holds a live lease on stays until that lease ends; the
+        count says how many moved.
+        """
         raise NotImplementedError
 
     @abc.abstractmethod
@@ -197,36 +208,71 @@ class Client(abc.ABC):
         raise NotImplementedError
 
 
-def message_in(payload: Any, **fields: Any) -> models.MessageIn:
-    """Validate one message given as Python values (payload any JSON-serialisable value)."""
+def message_in(
+    payload: Any, *, max_json_depth: int = jsonlimits.DEFAULT_MAX_DEPTH, **fields: Any
+) -> models.MessageIn:
+    """Validate one message given as Python values (payload any JSON-serialisable value).
+
+    A ``msgspec.Raw`` payload is JSON text, kept as it is.
+
+    Args:
+        payload: the payload.
+        max_json_depth: the deepest payload accepted.
+        fields: the message's other fields (``priority``, ``attributes``, …).
+
+    Raises:
+        sqew.errors.ValidationError: a field out of range, a payload that is not JSON, nested
+            deeper than ``max_json_depth``, or holding a number no client could decode back.
+    """
+    body = {k: v for k, v in fields.items() if v is not None}
+    body["payload"] = payload_text(payload, max_json_depth)
+    result: models.MessageIn = convert(body, models.MessageIn)
+    return result
+
+
+def payload_text(payload: Any, max_json_depth: int) -> msgspec.Raw:
+    """A payload as checked JSON text (see ``message_in``)."""
     try:
-        raw = msgspec.Raw(_encode(payload))
+        text = _encode(payload)
+    except RecursionError:  # nested far deeper than any limit: the encoder ran out of stack
+        raise jsonlimits.depth_error(max_json_depth) from None
     except (TypeError, ValueError, OverflowError) as exc:
         raise errors.ValidationError(
             f"payload is not JSON-serialisable: {exc}",
             details=[{"field": "payload", "message": str(exc)}],
         ) from None
-    body = {k: v for k, v in fields.items() if v is not None}
-    body["payload"] = raw
-    result: models.MessageIn = convert(body, models.MessageIn)
-    return result
+    jsonlimits.check_depth(text, max_json_depth)
+    if isinstance(payload, msgspec.Raw):
+        # Encoded Python values always decode back (floats are written with repr, too-long
+        # integers refused by the encoder); text given as is may not.
+        jsonlimits.check_numbers(text)
+    return msgspec.Raw(text)
 
 
-def message_from_mapping(item: Mapping[str, Any]) -> models.MessageIn:
+def message_from_mapping(
+    item: Mapping[str, Any], *, max_json_depth: int = jsonlimits.DEFAULT_MAX_DEPTH
+) -> models.MessageIn:
     """A message given as a mapping with ``payload`` and optional fields."""
     if not isinstance(item, Mapping) or "payload" not in item:
         raise errors.ValidationError(
             "each message needs a payload", details=[{"field": "payload", "message": "required"}]
         )
-    fields = dict(item)
-    payload = fields.pop("payload")
-    return message_in(payload, **fields)
+    fields = {k: v for k, v in item.items() if v is not None}
+    fields["payload"] = payload_text(item["payload"], max_json_depth)
+    result: models.MessageIn = convert(fields, models.MessageIn)
+    return result
 
 
 _MESSAGE_LIST = list[models.MessageIn]
 
 
-def messages_in(items: Iterable[Mapping[str, Any]]) -> list[models.MessageIn]:
+class _OneByOne(Exception):
+    """The batch needs the precise checks, message by message."""
+
+
+def messages_in(
+    items: Iterable[Mapping[str, Any]], *, max_json_depth: int = jsonlimits.DEFAULT_MAX_DEPTH
+) -> list[models.MessageIn]:
     """Validate a batch of messages given as mappings, in one pass.
 
     Errors name the message: ``message <i>: <reason>`` (found again one by one, off the
@@ -236,7 +282,13 @@ def messages_in(items: Iterable[Mapping[str, Any]]) -> list[models.MessageIn]:
     bodies: list[dict[str, Any]] = []
     try:
         for item in batch:
-            raw = msgspec.Raw(_encode(item["payload"]))
+            payload = item["payload"]
+            text = _encode(payload)
+            if text.count(b"[") + text.count(b"{") > max_json_depth or (
+                isinstance(payload, msgspec.Raw) and jsonlimits.may_overflow(text)
+            ):
+                raise _OneByOne  # it may be too deep or hold a bad number: check it precisely
+            raw = msgspec.Raw(text)
             if len(item) == 1:  # the common case: nothing but the payload
                 body = {"payload": raw}
             else:
@@ -245,17 +297,18 @@ def messages_in(items: Iterable[Mapping[str, Any]]) -> list[models.MessageIn]:
             bodies.append(body)
         result: list[models.MessageIn] = msgspec.convert(bodies, _MESSAGE_LIST)
         return result
-    except (msgspec.ValidationError, TypeError, ValueError, OverflowError, KeyError,
-            AttributeError):
+    except (_OneByOne, msgspec.ValidationError, TypeError, ValueError, OverflowError, KeyError,
+            AttributeError, RecursionError):
         pass
+    out: list[models.MessageIn] = []
     for i, item in enumerate(batch):
         try:
-            message_from_mapping(item)
+            out.append(message_from_mapping(item, max_json_depth=max_json_depth))
         except errors.ValidationError as exc:
             raise errors.ValidationError(
                 f"message {i}: {exc.message}", details=exc.details
             ) from None
-    raise AssertionError("a batch failed to validate but each message is valid")  # pragma: no cover
+    return out
 
 
 def convert(obj: Any, type_: type[Any]) -> Any:
@@ -263,7 +316,7 @@ def convert(obj: Any, type_: type[Any]) -> Any:
     try:
         return msgspec.convert(obj, type_)
     except msgspec.ValidationError as exc:
-        raise validation_error(exc) from None
+        raise validation_error(exc, source=obj) from None
 
 
 _encode = msgspec.json.Encoder().encode

@@ -18,7 +18,7 @@ from urllib.parse import quote
 import httpx
 import msgspec
 
-from sqew import __version__, errors, models
+from sqew import __version__, errors, jsonlimits, models
 from sqew.client.base import Client, convert, message_in, messages_in
 
 T = TypeVar("T")
@@ -37,6 +37,10 @@ class HttpClient(Client):
         http: an ``httpx.Client`` to use instead of a new one (its base URL is kept); it is
             not closed by ``close()``.
     """
+
+    # The server refuses payloads deeper than its own max_json_depth; checking here only keeps
+    # what no server accepts from being sent (and from overflowing the encoder's stack).
+    max_json_depth = jsonlimits.MAX_DEPTH
 
     def __init__(
         self,
@@ -147,6 +151,7 @@ class HttpClient(Client):
         msg = message_in(
             payload, priority=priority, delay_ms=delay_ms, ttl_ms=ttl_ms,
             idempotency_key=idempotency_key, attributes=attributes,
+            max_json_depth=self.max_json_depth,
         )
         return self._call(models.EnqueueResult, "POST", f"/queues/{self._q(queue)}/messages",
                           body=msg)
@@ -154,7 +159,7 @@ class HttpClient(Client):
     def enqueue_batch(
         self, queue: str, messages: Iterable[Mapping[str, Any]]
     ) -> list[models.EnqueueResult]:
-        batch = messages_in(messages)
+        batch = messages_in(messages, max_json_depth=self.max_json_depth)
         result = self._call(models.EnqueueBatchResult, "POST",
                             f"/queues/{self._q(queue)}/messages",
                             body=models.MessageBatchIn(batch))

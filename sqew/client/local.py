@@ -8,11 +8,11 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from sqew import models
+from sqew import errors, models
 from sqew.backends import open_backend
 from sqew.client.base import Client, convert, message_in, messages_in
 from sqew.core.clock import Clock, system_clock
-from sqew.core.service import QueueService, check_range, item_error
+from sqew.core.service import QueueService, check_range
 from sqew.core.writer import run_blocking, run_sync
 
 _decode = msgspec.json.decode
@@ -102,7 +102,7 @@ class LocalClient(Client):
         item = convert({"id": id, "token": token}, models.AckIn)
         result = run_sync(self.service.ack(queue, [(item.id, item.token)]))[0]
         if result.status != "acked":
-            raise item_error(result)
+            raise errors.for_item(result.status, result.id)
         return result
 
     def ack_batch(self, queue: str, acks: Iterable[tuple[int, str]]) -> list[models.ItemResult]:
@@ -116,8 +116,8 @@ class LocalClient(Client):
         body = {"id": id, "token": token, "delay_ms": delay_ms, "error": error}
         item = convert({k: v for k, v in body.items() if v is not None}, models.NackIn)
         result = run_sync(self.service.nack(queue, [item]))[0]
-        if result.status in ("lease_lost", "not_found"):
-            raise item_error(result)
+        if result.status in errors.ITEM_ERRORS:
+            raise errors.for_item(result.status, result.id)
         return result
 
     def nack_batch(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -37,12 +38,15 @@ _TYPE_WORDS = {
 }
 
 
-def validation_error(exc: msgspec.ValidationError) -> errors.ValidationError:
+def validation_error(
+    exc: msgspec.ValidationError, *, source: Any = None
+) -> errors.ValidationError:
     """A msgspec validation failure as SPEC's ValidationError with ``details``.
 
     ``details[0]["field"]`` is where the failure is: the field's path (``priority``,
     ``messages[1].priority``, ``ids[0]``), or for an unknown or missing field the object
-    holding it (``$`` for the body itself).
+    holding it (``$`` for the body itself). ``source`` (what failed: the decoded value or its
+    JSON text) lets a bad mapping key be named in the message.
     """
     text = str(exc)
     at = _AT.search(text)
@@ -63,8 +67,44 @@ def validation_error(exc: msgspec.ValidationError) -> errors.ValidationError:
         message = f"{path}: {reason}" if path else reason
     else:
         label, detail = _label(path, is_key), _must_be(reason, path, is_key)
+        key = _bad_key(reason, path, source) if is_key else None
+        if key is not None:
+            label = f"key {_shorten(key)!r} of {path or 'the object'}"
         message = f"{label} {detail}"
     return errors.ValidationError(message, details=[{"field": field, "message": detail}])
+
+
+_PATH_STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
+_KEY_LENGTH = re.compile(r"of length ([<>]=) (\d+)")
+
+
+def _bad_key(reason: str, path: str, source: Any) -> str | None:
+    """The first key of the mapping at ``path`` in ``source`` that breaks a length limit."""
+    limit = _KEY_LENGTH.search(reason)
+    if limit is None or source is None:
+        return None
+    if isinstance(source, bytes | bytearray | memoryview):
+        try:
+            source = msgspec.json.decode(source)  # the error path only; depth was checked
+        except (msgspec.DecodeError, RecursionError):
+            return None
+    node = source
+    for name, index in _PATH_STEP.findall("." + path if path else ""):
+        try:
+            node = node[int(index)] if index else node[name]
+        except (KeyError, IndexError, TypeError):
+            return None
+    if not isinstance(node, Mapping):
+        return None
+    op, bound = limit.group(1), int(limit.group(2))
+    for key in node:
+        if isinstance(key, str) and (len(key) > bound if op == "<=" else len(key) < bound):
+            return key
+    return None
+
+
+def _shorten(text: str, most: int = 20) -> str:
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 def _label(path: str, is_key: bool) -> str:

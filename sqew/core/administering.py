@@ -11,10 +11,10 @@ from typing import Any
 
 import msgspec
 
-from sqew import errors, models
+from sqew import errors, models, queue_settings
 from sqew.backends.base import QueueRow, Tx
 from sqew.core import rules, views
-from sqew.core.delivering import dlq_of, item_error
+from sqew.core.delivering import dlq_of
 from sqew.core.writer import Op
 
 
@@ -29,7 +29,7 @@ def queue_row(tx: Tx, name: str) -> QueueRow:
 def settings_columns(settings: models.QueueSettings, base: dict[str, Any]) -> dict[str, Any]:
     """Merge the fields set in ``settings`` over ``base``; the queue-table columns."""
     merged = dict(base)
-    for name in models.SETTING_NAMES:
+    for name in queue_settings.SETTING_NAMES:
         value = getattr(settings, name)
         if value is not msgspec.UNSET:
             merged[name] = value
@@ -120,7 +120,7 @@ class RemoveMessage(Op[None]):
     def run(self, tx: Tx, now: int) -> None:
         q = queue_row(tx, self.queue)
         if not tx.delete_message(q.id, self.msg_id):
-            raise item_error("not_found", self.msg_id)
+            raise errors.for_item("not_found", self.msg_id)
         tx.add_counters(q.id, depth=-1)
 
 
@@ -183,7 +183,7 @@ def get_message(tx: Tx, queue: str, msg_id: int) -> models.Message:
     q = queue_row(tx, queue)
     row = tx.get_message(q.id, msg_id)
     if row is None:
-        raise item_error("not_found", msg_id)
+        raise errors.for_item("not_found", msg_id)
     return views.message(row, q.name)
 
 

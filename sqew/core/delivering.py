@@ -19,13 +19,6 @@ Leased = list[models.LeasedMessage]
 ItemResults = list[models.ItemResult]
 
 
-def item_error(status: str, msg_id: int) -> errors.SqewError:
-    """The error of a single ack/nack/extend-lease item that failed with ``status``."""
-    if status == "lease_lost":
-        return errors.LeaseLost(f"message {msg_id} was leased again since; the token is stale")
-    return errors.MessageNotFound(f"message {msg_id} does not exist in this queue")
-
-
 def dlq_of(tx: Tx, q: QueueRow) -> QueueRow:
     """The dead-letter queue of ``q`` (a ValidationError if ``q`` is one itself)."""
     if q.parent_id is not None:
@@ -210,5 +203,5 @@ class ExtendLease(Op[models.LeaseExtended]):
     def run(self, tx: Tx, now: int) -> models.LeaseExtended:
         q = _queue(tx, self.queue)
         if not tx.extend(q.id, self.msg_id, self.token, now + self.ms):
-            raise item_error(_miss(tx, q, self.msg_id), self.msg_id)
+            raise errors.for_item(_miss(tx, q, self.msg_id), self.msg_id)
         return models.LeaseExtended(self.msg_id, now + self.ms)

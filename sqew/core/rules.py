@@ -6,9 +6,9 @@ import hashlib
 import hmac
 import random
 
-from sqew import errors, models
+from sqew import errors, models, queue_settings
 
-DEFAULTS: dict[str, object] = dict(models.SETTING_DEFAULTS)
+DEFAULTS: dict[str, object] = dict(queue_settings.SETTING_DEFAULTS)
 """Each queue setting's default, as ``models.QueueSettings`` declares it."""
 
 DLQ_SUFFIX = ".dlq"

@@ -29,7 +29,6 @@ from sqew.core.writer import DirectWriter, Offload, Op, Writer, inline
 
 log = logging.getLogger("sqew.service")
 T = TypeVar("T")
-MAX_LEASE_MS = 43_200_000
 
 
 def check_range(name: str, value: int, low: int, high: int | None = None) -> None:
@@ -153,7 +152,7 @@ class QueueService:
         check_range("batch", batch, 1, models.MAX_POLL_BATCH)
         check_range("wait_ms", wait_ms, 0, models.MAX_WAIT_MS)
         if visibility_ms is not None:
-            check_range("visibility_ms", visibility_ms, 0, MAX_LEASE_MS)
+            check_range("visibility_ms", visibility_ms, 0, models.MAX_VISIBILITY_MS)
         self._maybe_reap()
         return await waiting.long_poll(
             self._writer, self.waiter, self.clock, queue, batch, wait_ms, visibility_ms
@@ -173,7 +172,7 @@ class QueueService:
         self, queue: str, msg_id: int, token: str, ms: int
     ) -> models.LeaseExtended:
         """Heartbeat: the lease of a held message ends ``ms`` from now."""
-        check_range("ms", ms, 0, MAX_LEASE_MS)
+        check_range("ms", ms, 0, models.MAX_VISIBILITY_MS)
         return await self._writer.write(delivering.ExtendLease(queue, msg_id, token, ms))
 
     async def stats(self, queue: str) -> models.Stats:
@@ -208,7 +207,8 @@ class QueueService:
         return await self._read(lambda tx, now: admin.dlq_list(tx, queue, limit, after_id or 0))
 
     async def dlq_requeue(self, queue: str, ids: Sequence[int] | None = None) -> int:
-        """Move DLQ messages (all or ``ids``) back to their queue, attempts reset to 0."""
+        """Move DLQ messages (all or ``ids``) back to their queue, attempts reset to 0;
+        messages held under a live lease stay (the count says how many moved)."""
         return await self._blocking_write(admin.RequeueDlq(queue, ids))
 
     async def dlq_purge(self, queue: str) -> int:
@@ -244,7 +244,3 @@ class QueueService:
         await self._writer.aclose()
         self.backend.close()
 
-
-def item_error(result: models.ItemResult) -> errors.SqewError:
-    """The error a failed single ack/nack raises."""
-    return delivering.item_error(result.status, result.id)

@@ -6,7 +6,7 @@ from typing import Any
 
 import msgspec
 
-from sqew import models
+from sqew import models, queue_settings
 from sqew.backends.base import MessageRow, QueueRow
 from sqew.core import rules
 
@@ -16,7 +16,7 @@ _decode_attrs = msgspec.json.Decoder(dict[str, str]).decode
 # The settings a queue object shows, each with the type its column is read as: all but the
 # write-only hmac_secret, and `order`, which the table keeps as the `lifo` flag.
 _SHOWN = tuple(
-    (s.name, s.type) for s in models.SETTINGS
+    (s.name, s.type) for s in queue_settings.SETTINGS
     if s.name in models.Queue.__struct_fields__ and s.name != "order"
 )
 

@@ -13,22 +13,14 @@ import asyncio
 import contextlib
 import contextvars
 import logging
-import re
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Annotated, Any, TypeVar
+from typing import Any, TypeVar
 
-import msgspec
 from litestar import Request
-from litestar.exceptions import ClientException
-from litestar.exceptions.http_exceptions import RequestEntityTooLarge
-from litestar.params import PathParameter
-from litestar.types import Empty, Receive, Scope, Send
-from litestar.utils.scope.state import ScopeState
 
 from sqew import errors, models
 from sqew.backends import open_backend
-from sqew.client.base import validation_error
 from sqew.config import Settings
 from sqew.core.clock import Clock, system_clock
 from sqew.core.service import QueueService
@@ -36,8 +28,6 @@ from sqew.server.metrics import Metrics
 
 T = TypeVar("T")
 
-QueuePath = Annotated[str, PathParameter(description="queue name")]
-"""The ``{q}`` path parameter of every queue route."""
 log = logging.getLogger("sqew.server")
 
 
@@ -149,97 +139,3 @@ def runtime(request: Request[Any, Any, Any]) -> Runtime:
     """The Runtime of the app serving ``request``."""
     rt: Runtime = request.app.state.runtime
     return rt
-
-
-# --- bodies -------------------------------------------------------------------------------------
-# The hot endpoints (enqueue, poll, ack) read and write their bodies with ``read_body`` and
-# ``JsonResponse`` instead of ``Request.body()`` and a returned model. Litestar builds the
-# request's header map and an async generator to read a body, and a Response, then an
-# ASGIResponse, to send one: together about a fifth of an enqueue's cost on the event loop
-# (docs/benchmarks.md). The bytes on the wire are the same; the handlers declare their
-# response model in ``opt["returns"]`` for the OpenAPI document.
-_encode = msgspec.json.Encoder().encode
-
-
-async def read_body(request: Request[Any, Any, Any], limit: int) -> bytes:
-    """The request body, refused while streaming once it exceeds ``limit`` bytes.
-
-    Shares Litestar's cache of the body, so ``Request.body()`` before or after still works.
-
-    Raises:
-        RequestEntityTooLarge: over the limit (by ``Content-Length`` or as read), the same
-            refusal as Litestar's own body reading.
-        ClientException: the client went away before the body ended.
-    """
-    state = ScopeState.from_scope(request.scope)
-    if state.body is not Empty:
-        return state.body
-    for name, value in request.scope["headers"]:
-        if name == b"content-length" and value.isdigit() and int(value) > limit:
-            raise RequestEntityTooLarge
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await request.receive()
-        if message["type"] != "http.request":
-            raise ClientException("the client disconnected before the body ended")
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise RequestEntityTooLarge
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-            state.body = body
-            return body
-
-
-class JsonResponse:
-    """A model sent as JSON: what Litestar sends for a returned model, as two ASGI messages.
-
-    Litestar's own ``ASGIResponse`` builds a header map per response (cookies, HEAD, background
-    tasks): none of which these POST answers have, and a third of an enqueue's handler time.
-    """
-
-    __slots__ = ("body", "status")
-
-    def __init__(self, model: msgspec.Struct, status: int = 200) -> None:
-        self.body = _encode(model)
-        self.status = status
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send({"type": "http.response.start", "status": self.status,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(self.body)).encode())]})
-        await send({"type": "http.response.body", "body": self.body, "more_body": False})
-
-
-def batch_key(key: bytes) -> re.Pattern[bytes]:
-    """A pattern telling a batch body (``{"<key>": [...]}``) from a single item, by its start.
-
-    A valid batch body has exactly one key, so looking at the first one decides; anything else
-    is decoded as a single item, whose decoder rejects unknown fields.
-    """
-    return re.compile(rb'[ \t\r\n]*\{[ \t\r\n]*"' + re.escape(key) + rb'"[ \t\r\n]*:')
-
-
-def decode(body: bytes, type_: type[T]) -> T:
-    """Decode a JSON body into a request model.
-
-    Raises:
-        sqew.errors.InvalidRequest: empty, not UTF-8 or not JSON.
-        sqew.errors.ValidationError: JSON of the wrong shape (with ``details``).
-    """
-    if not body.strip():
-        raise errors.InvalidRequest("the request needs a JSON body")
-    try:
-        # Raw payloads are kept as sent and not checked by the decoder: check the encoding here.
-        body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise errors.InvalidRequest(f"the body is not UTF-8 (byte {exc.start})") from None
-    try:
-        return msgspec.json.decode(body, type=type_)
-    except msgspec.ValidationError as exc:
-        raise validation_error(exc) from None
-    except msgspec.DecodeError as exc:
-        raise errors.InvalidRequest(f"malformed JSON: {exc}") from None

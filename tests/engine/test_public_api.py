@@ -111,3 +111,13 @@ def test_every_error_class_is_a_spec_code() -> None:
 
 def test_an_unknown_code_maps_to_the_base_error() -> None:
     assert errors.by_code("NoSuchCode") is errors.SqewError
+
+
+@pytest.mark.parametrize("target", [":memory:", "sqlite:///:memory:"])
+def test_an_in_memory_database_is_refused_and_creates_nothing(
+    target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(sqew.errors.ValidationError, match="in-memory"):
+        sqew.Client(target)
+    assert list(tmp_path.iterdir()) == []

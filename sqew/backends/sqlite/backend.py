@@ -21,7 +21,7 @@ from sqew.backends.errors import translate
 from sqew.backends.sqlite import connection, lockfile
 from sqew.backends.sqlite.session import SqliteWriteSession
 from sqew.backends.sqlite.tx import SqliteTx
-from sqew.backends.sqlite_waiter import SqliteWaiter
+from sqew.backends.sqlite.waiter import SqliteWaiter
 
 SCHEMA_HEAD = "0001"
 """The Alembic head revision this code writes (a test keeps it equal to Alembic's head).

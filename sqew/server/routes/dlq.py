@@ -8,19 +8,19 @@ from litestar import Request, get, post
 from litestar.params import Parameter
 
 from sqew import models
-from sqew.server.routes import MAX_ID
-from sqew.server.runtime import QueuePath, decode, runtime
+from sqew.server import wire
+from sqew.server.runtime import runtime
 
 Req = Request[Any, Any, Any]
 DlqLimit = Annotated[int, Parameter(ge=1, le=1000, description="most messages")]
 AfterId = Annotated[
-    int | None, Parameter(ge=0, le=MAX_ID, description="list messages with a larger id")
+    int | None, Parameter(ge=0, le=models.MAX_ID, description="list messages with a larger id")
 ]
 
 
 @get("/queues/{q:str}/dlq", operation_id="listDlq", summary="List dead-lettered messages")
 async def list_dlq(
-    request: Req, q: QueuePath, limit: DlqLimit = 100, after_id: AfterId = None
+    request: Req, q: wire.QueuePath, limit: DlqLimit = 100, after_id: AfterId = None
 ) -> models.MessageList:
     """Messages in the queue's DLQ by id, after ``after_id`` (for paging)."""
     rt = runtime(request)
@@ -30,17 +30,18 @@ async def list_dlq(
 @post("/queues/{q:str}/dlq/requeue", operation_id="requeueDlq", status_code=200,
       opt={"body": models.RequeueIn, "body_optional": True},
       summary="Move dead-lettered messages back to their queue")
-async def requeue_dlq(request: Req, q: QueuePath) -> models.Requeued:
+async def requeue_dlq(request: Req, q: wire.QueuePath) -> models.Requeued:
     """Move DLQ messages (all, or ``{"ids": [...]}``) back with attempts reset to 0."""
-    body = await request.body()
-    ids = decode(body, models.RequeueIn).ids if body.strip() else None
     rt = runtime(request)
+    body = await wire.read_body(request, rt.settings.max_body_bytes)
+    ids = (wire.decode(body, models.RequeueIn, rt.settings.max_json_depth).ids if body.strip()
+           else None)
     return models.Requeued(await rt.service.dlq_requeue(q, ids))
 
 
 @post("/queues/{q:str}/dlq/purge", operation_id="purgeDlq", status_code=200,
       summary="Delete every dead-lettered message")
-async def purge_dlq(request: Req, q: QueuePath) -> models.Purged:
+async def purge_dlq(request: Req, q: wire.QueuePath) -> models.Purged:
     """Delete every message of the queue's DLQ."""
     rt = runtime(request)
     return models.Purged(await rt.service.dlq_purge(q))

@@ -14,27 +14,36 @@ from litestar.params import HeaderParameter, Parameter, PathParameter
 from litestar.types import ASGIApp
 
 from sqew import errors, models
-from sqew.core.service import item_error
-from sqew.server.routes import MAX_ID
-from sqew.server.runtime import JsonResponse, QueuePath, batch_key, decode, read_body, runtime
+from sqew.server import wire
+from sqew.server.runtime import runtime
+from sqew.server.wire import JsonResponse
 
 Req = Request[Any, Any, Any]
-_MESSAGES = batch_key(b"messages")
-_ACKS = batch_key(b"acks")
-_NACKS = batch_key(b"nacks")
+_MESSAGES = wire.batch_key(b"messages")
+_ACKS = wire.batch_key(b"acks")
+_NACKS = wire.batch_key(b"nacks")
 
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+_IDEMPOTENCY_HEADER = IDEMPOTENCY_HEADER.lower().encode()
+_KEY_RULE = f"{IDEMPOTENCY_HEADER} must be 1-128 printable ASCII characters"
+# Checked by the handler (``_idempotency_key``), not by Litestar: its message would show the
+# pattern, escaped, and it takes the first of repeated headers without a word. The schema still
+# says what a key may be.
 IdempotencyHeader = Annotated[
     str | None,
-    HeaderParameter(name="Idempotency-Key", min_length=1, max_length=128,
-                    pattern=models.IDEMPOTENCY_KEY_PATTERN,
-                    description="idempotency_key of a single message"),
+    HeaderParameter(name=IDEMPOTENCY_HEADER, description="idempotency_key of a single message",
+                    schema_extra={"min_length": 1, "max_length": 128,
+                                  "pattern": models.IDEMPOTENCY_KEY_PATTERN}),
 ]
 Batch = Annotated[int, Parameter(ge=1, le=models.MAX_POLL_BATCH, description="most messages")]
 WaitMs = Annotated[int, Parameter(ge=0, le=models.MAX_WAIT_MS, description="long-poll wait")]
 VisibilityMs = Annotated[
-    int | None, Parameter(ge=0, le=43_200_000, description="lease length (default: the queue's)")
+    int | None,
+    Parameter(ge=0, le=models.MAX_VISIBILITY_MS, description="lease length (default: the queue's)"),
 ]
-MessageIdParam = Annotated[int, PathParameter(ge=1, le=MAX_ID, description="message id")]
+MessageIdParam = Annotated[
+    int, PathParameter(ge=1, le=models.MAX_ID, description="message id")
+]
 PeekLimit = Annotated[int, Parameter(ge=1, le=100, description="most messages")]
 
 
@@ -42,10 +51,14 @@ PeekLimit = Annotated[int, Parameter(ge=1, le=100, description="most messages")]
       opt={"body": models.MessageIn | models.MessageBatchIn, "errors": ("429",),
            "returns": models.EnqueueResult | models.EnqueueBatchResult},
       summary="Enqueue messages")
-async def enqueue(request: Req, q: QueuePath, idempotency_key: IdempotencyHeader = None) -> ASGIApp:
+async def enqueue(
+    request: Req, q: wire.QueuePath, idempotency_key: IdempotencyHeader = None
+) -> ASGIApp:
     """Enqueue one message, or ``{"messages": [...]}`` (≤ 1000, all or nothing)."""
     rt = runtime(request)
-    body = await read_body(request, rt.settings.max_body_bytes)
+    body = await wire.read_body(request, rt.settings.max_body_bytes)
+    if idempotency_key is not None:
+        idempotency_key = _idempotency_key(request)
     if _MESSAGES.match(body):
         if idempotency_key is not None:
             raise errors.ValidationError(
@@ -53,14 +66,31 @@ async def enqueue(request: Req, q: QueuePath, idempotency_key: IdempotencyHeader
                 "give each message of a batch its idempotency_key",
                 details=[{"field": "Idempotency-Key", "message": "not allowed with a batch"}],
             )
-        batch = decode(body, models.MessageBatchIn)
+        batch = wire.decode_batch(body, rt.settings.max_json_depth)
         results = await rt.service.enqueue(q, batch.messages)
         return JsonResponse(models.EnqueueBatchResult(results), 201)
-    message = decode(body, models.MessageIn)
+    message = wire.decode_message(body, rt.settings.max_json_depth)
     if idempotency_key is not None:
         message = _with_key(message, idempotency_key)
     (result,) = await rt.service.enqueue(q, [message])
     return JsonResponse(result, 201)
+
+
+def _idempotency_key(request: Req) -> str:
+    """The request's one Idempotency-Key header, checked (only called when there is one)."""
+    values = [v for k, v in request.scope["headers"] if k == _IDEMPOTENCY_HEADER]
+    if len(values) != 1:
+        raise errors.ValidationError(
+            f"give one Idempotency-Key header, not {len(values)}",
+            details=[{"field": IDEMPOTENCY_HEADER, "message": "repeated", "in": "header"}],
+        )
+    key = values[0]
+    if not 1 <= len(key) <= 128 or not all(0x20 <= c <= 0x7E for c in key):
+        raise errors.ValidationError(
+            _KEY_RULE, details=[{"field": IDEMPOTENCY_HEADER, "message": _KEY_RULE,
+                                 "in": "header"}],
+        )
+    return key.decode("ascii")
 
 
 def _with_key(message: models.MessageIn, key: str) -> models.MessageIn:
@@ -75,7 +105,7 @@ def _with_key(message: models.MessageIn, key: str) -> models.MessageIn:
 @post("/queues/{q:str}/poll", operation_id="poll", status_code=200,
       opt={"returns": models.LeasedMessageList}, summary="Lease messages")
 async def poll(
-    request: Req, q: QueuePath, batch: Batch = 1, wait_ms: WaitMs = 0,
+    request: Req, q: wire.QueuePath, batch: Batch = 1, wait_ms: WaitMs = 0,
     visibility_ms: VisibilityMs = None,
 ) -> ASGIApp:
     """Lease up to ``batch`` ready messages, waiting up to ``wait_ms`` for one to arrive."""
@@ -86,62 +116,62 @@ async def poll(
 @post("/queues/{q:str}/ack", operation_id="ack", status_code=200,
       opt={"body": models.AckIn | models.AckBatchIn, "returns": models.ResultList},
       summary="Acknowledge messages")
-async def ack(request: Req, q: QueuePath) -> ASGIApp:
+async def ack(request: Req, q: wire.QueuePath) -> ASGIApp:
     """Acknowledge ``{"id", "token"}`` or ``{"acks": [...]}`` (per-item statuses)."""
     rt = runtime(request)
-    body = await read_body(request, rt.settings.max_body_bytes)
+    body = await wire.read_body(request, rt.settings.max_body_bytes)
     if _ACKS.match(body):
-        items = decode(body, models.AckBatchIn).acks
+        items = wire.decode(body, models.AckBatchIn, rt.settings.max_json_depth).acks
         acked = await rt.service.ack(q, [(a.id, a.token) for a in items])
         return JsonResponse(models.ResultList(acked))
-    one = decode(body, models.AckIn)
+    one = wire.decode(body, models.AckIn, rt.settings.max_json_depth)
     (result,) = await rt.service.ack(q, [(one.id, one.token)])
     if result.status != "acked":
-        raise item_error(result)
+        raise errors.for_item(result.status, result.id)
     return JsonResponse(models.ResultList([result]))
 
 
 @post("/queues/{q:str}/nack", operation_id="nack", status_code=200,
       opt={"body": models.NackIn | models.NackBatchIn}, summary="Release leases for a retry")
-async def nack(request: Req, q: QueuePath) -> models.ResultList:
+async def nack(request: Req, q: wire.QueuePath) -> models.ResultList:
     """Nack ``{"id", "token", "delay_ms"?, "error"?}`` or ``{"nacks": [...]}``."""
-    body = await request.body()
     rt = runtime(request)
+    body = await wire.read_body(request, rt.settings.max_body_bytes)
     if _NACKS.match(body):
-        items = decode(body, models.NackBatchIn).nacks
+        items = wire.decode(body, models.NackBatchIn, rt.settings.max_json_depth).nacks
         return models.ResultList(await rt.service.nack(q, items))
-    one = decode(body, models.NackIn)
+    one = wire.decode(body, models.NackIn, rt.settings.max_json_depth)
     (result,) = await rt.service.nack(q, [one])
-    if result.status in ("lease_lost", "not_found"):
-        raise item_error(result)
+    if result.status in errors.ITEM_ERRORS:
+        raise errors.for_item(result.status, result.id)
     return models.ResultList([result])
 
 
 @post("/queues/{q:str}/extend-lease", operation_id="extendLease", status_code=200,
       opt={"body": models.ExtendLeaseIn}, summary="Extend a lease (heartbeat)")
-async def extend_lease(request: Req, q: QueuePath) -> models.LeaseExtended:
+async def extend_lease(request: Req, q: wire.QueuePath) -> models.LeaseExtended:
     """Set the lease of a held message to end ``ms`` from now."""
-    item = decode(await request.body(), models.ExtendLeaseIn)
     rt = runtime(request)
+    item = await wire.read_json(request, models.ExtendLeaseIn, rt.settings)
     return await rt.service.extend_lease(q, item.id, item.token, item.ms)
 
 
 @get("/queues/{q:str}/stats", operation_id="getStats", summary="Queue depths and counters")
-async def stats(request: Req, q: QueuePath) -> models.Stats:
+async def stats(request: Req, q: wire.QueuePath) -> models.Stats:
     """Depths (ready, delayed, leased, dlq) and lifetime counters of a queue."""
     rt = runtime(request)
     return await rt.service.stats(q)
 
 
 @get("/queues/{q:str}/peek", operation_id="peek", summary="Look at the next ready messages")
-async def peek(request: Req, q: QueuePath, limit: PeekLimit = 10) -> models.MessageList:
+async def peek(request: Req, q: wire.QueuePath, limit: PeekLimit = 10) -> models.MessageList:
     """The next ready messages in delivery order, without leasing them."""
     rt = runtime(request)
     return models.MessageList(await rt.service.peek(q, limit))
 
 
 @get("/queues/{q:str}/messages/{id:int}", operation_id="getMessage", summary="Get a message")
-async def get_message(request: Req, q: QueuePath, id: MessageIdParam) -> models.Message:
+async def get_message(request: Req, q: wire.QueuePath, id: MessageIdParam) -> models.Message:
     """One message of the queue by id."""
     rt = runtime(request)
     return await rt.service.get_message(q, id)
@@ -149,7 +179,7 @@ async def get_message(request: Req, q: QueuePath, id: MessageIdParam) -> models.
 
 @delete("/queues/{q:str}/messages/{id:int}", operation_id="removeMessage", status_code=204,
         summary="Remove a message")
-async def remove_message(request: Req, q: QueuePath, id: MessageIdParam) -> None:
+async def remove_message(request: Req, q: wire.QueuePath, id: MessageIdParam) -> None:
     """Delete one message by id, whatever its state."""
     rt = runtime(request)
     await rt.service.remove_message(q, id)
@@ -157,7 +187,7 @@ async def remove_message(request: Req, q: QueuePath, id: MessageIdParam) -> None
 
 @post("/queues/{q:str}/purge", operation_id="purgeQueue", status_code=200,
       summary="Delete every message of a queue")
-async def purge(request: Req, q: QueuePath) -> models.Purged:
+async def purge(request: Req, q: wire.QueuePath) -> models.Purged:
     """Delete every message of the queue (its DLQ is kept)."""
     rt = runtime(request)
     return models.Purged(await rt.service.purge(q))

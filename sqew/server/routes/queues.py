@@ -7,7 +7,8 @@ from typing import Any
 from litestar import Request, delete, get, patch, post
 
 from sqew import models
-from sqew.server.runtime import QueuePath, decode, runtime
+from sqew.server import wire
+from sqew.server.runtime import runtime
 
 Req = Request[Any, Any, Any]
 
@@ -16,8 +17,8 @@ Req = Request[Any, Any, Any]
       summary="Create a queue (and its dead-letter queue)")
 async def create_queue(request: Req) -> models.Queue:
     """Create a queue named ``name`` with optional settings; its DLQ is ``name.dlq``."""
-    spec = decode(await request.body(), models.QueueCreate)
     rt = runtime(request)
+    spec = await wire.read_json(request, models.QueueCreate, rt.settings)
     return await rt.service.create_queue(spec)
 
 
@@ -29,7 +30,7 @@ async def list_queues(request: Req) -> models.QueueList:
 
 
 @get("/queues/{q:str}", operation_id="getQueue", summary="Show a queue with its stats")
-async def get_queue(request: Req, q: QueuePath) -> models.Queue:
+async def get_queue(request: Req, q: wire.QueuePath) -> models.Queue:
     """One queue's settings and its ``stats``."""
     rt = runtime(request)
     return await rt.service.get_queue(q)
@@ -37,16 +38,16 @@ async def get_queue(request: Req, q: QueuePath) -> models.Queue:
 
 @patch("/queues/{q:str}", operation_id="updateQueue", opt={"body": models.QueueSettings},
        summary="Change queue settings")
-async def update_queue(request: Req, q: QueuePath) -> models.Queue:
+async def update_queue(request: Req, q: wire.QueuePath) -> models.Queue:
     """Change some settings of a queue; the others keep their values."""
-    settings = decode(await request.body(), models.QueueSettings)
     rt = runtime(request)
+    settings = await wire.read_json(request, models.QueueSettings, rt.settings)
     return await rt.service.update_queue(q, settings)
 
 
 @delete("/queues/{q:str}", operation_id="deleteQueue", status_code=204,
         summary="Delete a queue, its DLQ and their messages")
-async def delete_queue(request: Req, q: QueuePath) -> None:
+async def delete_queue(request: Req, q: wire.QueuePath) -> None:
     """Remove a queue with its dead-letter queue and every message of both."""
     rt = runtime(request)
     await rt.service.delete_queue(q)
@@ -54,7 +55,7 @@ async def delete_queue(request: Req, q: QueuePath) -> None:
 
 @post("/queues/{q:str}/compact", operation_id="compactQueue", status_code=200,
       summary="Remove expired messages and reclaim space")
-async def compact(request: Req, q: QueuePath) -> models.Removed:
+async def compact(request: Req, q: wire.QueuePath) -> models.Removed:
     """Remove expired messages and tombstones, then let the database reclaim space."""
     rt = runtime(request)
     return models.Removed(await rt.service.compact(q))

@@ -1,0 +1,106 @@
+"""The queue table's statements of ``SqlTx`` (dialect-neutral, ``:name`` parameters)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from sqew.backends.base import QueueRow
+
+_QUEUE_COLS = ", ".join(QueueRow._fields)
+_COUNTERS = frozenset(
+    {"depth", "enqueued_total", "acked_total", "nacked_total", "dead_lettered_total",
+     "expired_total"}
+)
+_COUNTER_SQL: dict[tuple[str, ...], str] = {}
+
+
+class QueueStatements:
+    """Finding, creating, changing and counting queues: a part of ``SqlTx``, which supplies
+    the connection ``c`` and the helpers."""
+
+    c: Any
+    TRUE: ClassVar[str]
+    FALSE: ClassVar[str]
+
+    if TYPE_CHECKING:
+        def _one(self, sql: str, params: Any = ()) -> Any: ...
+        def _all(self, sql: str, params: Any = ()) -> list[Any]: ...
+        def _bool(self, value: bool) -> str: ...
+
+    def get_queue(self, name: str) -> QueueRow | None:
+        row = self._one(f"SELECT {_QUEUE_COLS} FROM queues WHERE name = :name", {"name": name})
+        return QueueRow._make(row) if row else None
+
+    def get_queue_by_id(self, queue_id: int) -> QueueRow | None:
+        row = self._one(f"SELECT {_QUEUE_COLS} FROM queues WHERE id = :id", {"id": queue_id})
+        return QueueRow._make(row) if row else None
+
+    def list_queues(self) -> list[QueueRow]:
+        rows = self._all(f"SELECT {_QUEUE_COLS} FROM queues ORDER BY name")
+        return [QueueRow._make(r) for r in rows]
+
+    def insert_queue(self, values: dict[str, Any]) -> int:
+        cols = ", ".join(values)
+        marks = ", ".join(f":{k}" for k in values)
+        sql = f"INSERT INTO queues ({cols}) VALUES ({marks}) RETURNING id"
+        return int(self._one(sql, values)[0])
+
+    def update_queue(self, queue_id: int, values: dict[str, Any]) -> None:
+        if not values:
+            return
+        sets = ", ".join(f"{k} = :{k}" for k in values)
+        self.c.execute(f"UPDATE queues SET {sets} WHERE id = :_id", {**values, "_id": queue_id})
+
+    def delete_queue(self, queue_id: int) -> None:
+        self.c.execute("DELETE FROM queues WHERE id = :id OR parent_id = :id", {"id": queue_id})
+
+    def add_counters(self, queue_id: int, **deltas: int) -> None:
+        deltas = {k: v for k, v in deltas.items() if v}
+        if not deltas:
+            return
+        names = tuple(deltas)
+        sql = _COUNTER_SQL.get(names)
+        if sql is None:
+            if not _COUNTERS.issuperset(names):
+                raise ValueError(f"unknown counters {set(names) - _COUNTERS}")
+            sets = ", ".join(f"{k} = {k} + :{k}" for k in names)
+            sql = _COUNTER_SQL[names] = f"UPDATE queues SET {sets} WHERE id = :_id"
+        deltas["_id"] = queue_id
+        self.c.execute(sql, deltas)
+
+    def add_counters_by_name(self, name: str, **deltas: int) -> QueueRow | None:
+        names = tuple(deltas)
+        key = ("by_name", *names)
+        sql = _COUNTER_SQL.get(key)
+        if sql is None:
+            if not _COUNTERS.issuperset(names):
+                raise ValueError(f"unknown counters {set(names) - _COUNTERS}")
+            sets = ", ".join(f"{k} = {k} + :{k}" for k in names)
+            sql = _COUNTER_SQL[key] = (
+                f"UPDATE queues SET {sets} WHERE name = :_name RETURNING {_QUEUE_COLS}"
+            )
+        row = self._one(sql, {**deltas, "_name": name})
+        return QueueRow._make(row) if row else None
+
+    _CLAIM_QUEUE = (
+        f"SELECT {_QUEUE_COLS}, EXISTS (SELECT 1 FROM messages m WHERE m.queue_id = queues.id "
+        "AND m.lease_expires_at IS NOT NULL AND m.lease_expires_at <= :now) "
+        "FROM queues WHERE name = :name"
+    )
+
+    def get_queue_for_claim(self, name: str, now: int) -> tuple[QueueRow, bool] | None:
+        row = self._one(self._CLAIM_QUEUE, {"name": name, "now": now})
+        return (QueueRow._make(row[:-1]), bool(row[-1])) if row else None
+
+    def reserve(self, name: str, count: int) -> QueueRow | None:
+        row = self._one(
+            "UPDATE queues SET depth = depth + :n, enqueued_total = enqueued_total + :n "
+            f"WHERE name = :name RETURNING {_QUEUE_COLS}",
+            {"n": count, "name": name},
+        )
+        return QueueRow._make(row) if row else None
+
+    def set_messages_lifo(self, queue_id: int, lifo: bool) -> None:
+        self.c.execute(
+            f"UPDATE messages SET lifo = {self._bool(lifo)} WHERE queue_id = :q", {"q": queue_id}
+        )

@@ -1,0 +1,52 @@
+"""What serving does to the process's garbage collector, and that stopping undoes it.
+
+The runner tunes the collector for serving (a freeze of what startup built, a higher young
+threshold); the app alone (embedded, or under a TestClient) leaves it alone. The collector is
+the process's, so this module starts no server shared across its tests.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from litestar.testing import TestClient
+
+from sqew.config import Settings
+from sqew.server.app import create_app
+
+
+@pytest.fixture
+def gc_state() -> Iterator[tuple[int, int, int]]:
+    """A threshold of the test's own, put back (with the freeze) after the test."""
+    before = gc.get_threshold()
+    gc.set_threshold(701, 11, 12)
+    yield gc.get_threshold()
+    gc.set_threshold(*before)
+
+
+def test_serving_tunes_the_collector_and_stopping_restores_it(
+    start_server: Callable[..., Any], gc_state: tuple[int, int, int], tmp_path: Path
+) -> None:
+    frozen = gc.get_freeze_count()
+    first = start_server()
+    assert gc.get_threshold() == (20_000, 11, 12)  # tuned while serving
+    assert gc.get_freeze_count() > frozen
+    second = start_server(db=str(tmp_path / "other.db"))
+    first.stop()
+    assert gc.get_threshold() == (20_000, 11, 12)  # the other still serves
+    second.stop()
+    assert gc.get_threshold() == gc_state
+    assert gc.get_freeze_count() == frozen
+
+
+def test_an_app_used_without_a_server_leaves_the_collector_alone(
+    tmp_path: Path, gc_state: tuple[int, int, int]
+) -> None:
+    with TestClient(create_app(Settings(db=str(tmp_path / "q.db")))) as http:
+        assert http.get("/healthz").status_code == 200
+        assert gc.get_threshold() == gc_state
+    assert gc.get_threshold() == gc_state
