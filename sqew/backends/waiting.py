@@ -4,17 +4,23 @@ A long poll awaits a future on its own event loop; a commit anywhere in the proc
 commit on the server's loop, a direct transaction on a client's thread) moves its queues'
 generations and resolves the futures of their waits, on each future's own loop. A waiting
 poll costs a future and a dictionary entry, never a thread.
+
+Tests observe the moment a poll is parked: in-process through ``waiting``/``until_waiting``/
+``until_idle``, and from outside a server process through the debug lines on ``sqew.waiter``
+(``long poll waiting on queue 'q'`` / ``long poll on queue 'q' stopped waiting``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 from collections.abc import Iterable
 
 from sqew.backends.base import Waiter
 
+log = logging.getLogger("sqew.waiter")
 Mark = tuple[int, object]
 """A waiter's mark: the queue's in-process generation and the backend's own part."""
 
@@ -48,6 +54,7 @@ class InProcessWaiter(Waiter):
                 return
             self._waits.setdefault(queue, []).append(future)
             self._count_changed.notify_all()
+        log.debug("long poll waiting on queue %r", queue)
         self._watch(loop, queue, external, future)
         try:
             await asyncio.wait((future,), timeout=timeout_s)
@@ -59,6 +66,7 @@ class InProcessWaiter(Waiter):
                     if not waits:
                         del self._waits[queue]
                 self._count_changed.notify_all()
+            log.debug("long poll on queue %r stopped waiting", queue)
             self._unwatch(loop, queue, future)
 
     def changed(self, queues: Iterable[str]) -> None:
@@ -84,6 +92,14 @@ class InProcessWaiter(Waiter):
         with self._lock:
             return self._count_changed.wait_for(
                 lambda: len(self._waits.get(queue, ())) >= count, timeout_s
+            )
+
+    def until_idle(self, queue: str, timeout_s: float) -> bool:
+        """Block until no wait on ``queue`` is in progress (tests: every parked poll of it has
+        stopped waiting); False if ``timeout_s`` passed first."""
+        with self._lock:
+            return self._count_changed.wait_for(
+                lambda: queue not in self._waits, timeout_s
             )
 
     @property

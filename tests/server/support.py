@@ -14,11 +14,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 import psutil
@@ -26,6 +26,9 @@ import psutil
 SQEW_BIN = Path(sys.executable).with_name("sqew")
 START_S = 30
 STOP_S = 15
+LOG_WAITS = {"SQEW_LOG_LEVEL": "debug"}
+"""``serve(..., env=LOG_WAITS)``: the server logs each long poll that starts and stops waiting
+(``Served.until_parked`` reads them)."""
 
 
 def envelope(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
@@ -112,6 +115,39 @@ def request_head(method: str, path: str, length: int | None = None) -> bytes:
     return (head + "\r\n").encode()
 
 
+def until_read_by_server(sock: socket.socket, timeout: float = 10.0) -> None:
+    """Return once the server has read every byte sent so far on ``sock``: the server's side of
+    the connection has an empty receive queue (``/proc/net/tcp``, Linux). A server reads a
+    request's head and parses it in the same step, so from then on the request is in flight
+    in the server; fail after ``timeout`` seconds."""
+    ours, theirs = sock.getsockname(), sock.getpeername()
+    local, remote = _proc_address(theirs), _proc_address(ours)
+    deadline = time.monotonic() + timeout
+    while True:
+        queued = _receive_queue(local, remote)
+        if queued == 0:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the server left {queued} bytes unread after {timeout} s")
+        time.sleep(0.005)
+
+
+def _proc_address(address: tuple[str, int]) -> str:
+    """``host:port`` as ``/proc/net/tcp`` writes it (IPv4: the address's bytes reversed)."""
+    host, port = address
+    return f"{socket.inet_aton(host)[::-1].hex().upper()}:{port:04X}"
+
+
+def _receive_queue(local: str, remote: str) -> int | None:
+    """The receive queue of the TCP socket ``local`` -> ``remote`` (None: not there)."""
+    with open("/proc/net/tcp") as table:
+        for row in table.readlines()[1:]:
+            fields = row.split()
+            if fields[1] == local and fields[2] == remote:
+                return int(fields[4].split(":")[1], 16)
+    return None
+
+
 def poll_in_background(
     pool: ThreadPoolExecutor, url: str, queue: str, wait_ms: int = 20_000
 ) -> Future[httpx.Response]:
@@ -120,13 +156,67 @@ def poll_in_background(
                        timeout=wait_ms / 1000 + 15)
 
 
+class Lines:
+    """The lines of a stream (a server's stderr), read by a thread as they come.
+
+    Reading as they come keeps a chatty server (``SQEW_LOG_LEVEL=debug``) from filling the pipe,
+    and lets a test wait for a line: the observable moment something happened in the server.
+    """
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+        self._lines: list[str] = []
+        self._changed = threading.Condition()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            for line in self._stream:
+                with self._changed:
+                    self._lines.append(line)
+                    self._changed.notify_all()
+        except (OSError, ValueError):  # closed under us: the process is gone anyway
+            pass
+        finally:
+            with self._changed:
+                self._changed.notify_all()
+
+    def until(self, predicate: Callable[[list[str]], bool], timeout: float) -> bool:
+        """Block until ``predicate(lines so far)`` holds; False after ``timeout`` seconds."""
+        with self._changed:
+            return self._changed.wait_for(lambda: predicate(self._lines), timeout)
+
+    def finish(self, timeout: float = STOP_S) -> bool:
+        """Wait (bounded) for the end of the stream, and close it if it ended."""
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            return False
+        self._stream.close()
+        return True
+
+    def text(self) -> str:
+        """Everything read so far."""
+        with self._changed:
+            return "".join(self._lines)
+
+
+def parked(lines: list[str], queue: str) -> int:
+    """How many long polls of ``queue`` wait now, by a server's debug lines (``sqew.waiter``;
+    the server runs with ``SQEW_LOG_LEVEL=debug``), summed over its worker processes."""
+    began = f"long poll waiting on queue {queue!r}"
+    ended = f"long poll on queue {queue!r} stopped waiting"
+    return sum(began in line for line in lines) - sum(ended in line for line in lines)
+
+
 @dataclass
 class Served:
-    """A running ``sqew serve`` process, its URL and its database file."""
+    """A running ``sqew serve`` process, its URL, its database file and its stderr."""
 
     proc: subprocess.Popen[str]
     url: str
     db: Path
+    log: Lines
 
     @property
     def port(self) -> int:
@@ -140,7 +230,16 @@ class Served:
     def stderr(self) -> str:
         """What the server wrote on stderr (after it exited)."""
         assert self.proc.poll() is not None
-        return self.proc.stderr.read() if self.proc.stderr else ""
+        self.log.finish()
+        return self.log.text()
+
+    def until_parked(self, queue: str, count: int, timeout: float = START_S) -> None:
+        """Return once ``count`` long polls of ``queue`` wait in the server (started with
+        ``SQEW_LOG_LEVEL=debug``); fail after ``timeout`` seconds."""
+        if not self.log.until(lambda lines: parked(lines, queue) >= count, timeout):
+            text = self.log.text()
+            raise AssertionError(f"{parked(text.splitlines(), queue)} of {count} polls of "
+                                 f"{queue!r} waiting after {timeout} s:\n{text[-3000:]}")
 
 
 @contextlib.contextmanager
@@ -156,15 +255,17 @@ def serve(db: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[S
         env={**clean, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True,
     )
+    assert proc.stderr is not None
+    log = Lines(proc.stderr)
     try:
-        line = _first_line(proc)
+        line = _first_line(proc, log)
         assert line.startswith("sqew serving on http://127.0.0.1:"), line
-        yield Served(proc, line.split("serving on ", 1)[1].split()[0], db)
+        yield Served(proc, line.split("serving on ", 1)[1].split()[0], db, log)
     finally:
-        _kill_tree(proc)
+        _kill_tree(proc, log)
 
 
-def _first_line(proc: subprocess.Popen[str]) -> str:
+def _first_line(proc: subprocess.Popen[str], log: Lines) -> str:
     got: list[str] = []
     stdout = proc.stdout
     assert stdout is not None
@@ -172,13 +273,12 @@ def _first_line(proc: subprocess.Popen[str]) -> str:
     reader.start()
     reader.join(START_S)
     if not got or not got[0]:
-        _kill_tree(proc, close=False)
-        err = proc.stderr.read() if proc.stderr else ""
-        raise AssertionError(f"sqew serve did not announce itself: {err}")
+        _kill_tree(proc, log, close=False)
+        raise AssertionError(f"sqew serve did not announce itself: {log.text()}")
     return got[0].strip()
 
 
-def _kill_tree(proc: subprocess.Popen[str], *, close: bool = True) -> None:
+def _kill_tree(proc: subprocess.Popen[str], log: Lines, *, close: bool = True) -> None:
     children: list[psutil.Process] = []
     with contextlib.suppress(psutil.NoSuchProcess):
         children = psutil.Process(proc.pid).children(recursive=True)
@@ -190,6 +290,6 @@ def _kill_tree(proc: subprocess.Popen[str], *, close: bool = True) -> None:
             os.kill(child.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(STOP_S)
-    for stream in (proc.stdout, proc.stderr) if close else ():
-        if stream is not None:
-            stream.close()
+    log.finish()  # every writer is gone: the reader sees the end and the stream is closed
+    if close and proc.stdout is not None:
+        proc.stdout.close()
