@@ -44,7 +44,6 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
             levels of its fixed shape around it (``sqew.jsonlimits``). Decoders recurse per
             level, so JSON readers in every client stay clear of Python's recursion limit.
         threads: threads running database calls per process.
-        poll_threads: long polls that may wait at once per process (more wait their turn).
         group_commit: run concurrent writes in shared transactions, on the event loop (one
             committer per process; see ``sqew.core.group_commit``).
         graceful_timeout_s: how long in-flight requests may run after SIGINT/SIGTERM.
@@ -64,7 +63,6 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
         jsonlimits.DEFAULT_MAX_DEPTH
     )
     threads: Positive = 32
-    poll_threads: Positive = 256
     group_commit: bool = True
     graceful_timeout_s: Annotated[float, Meta(ge=0)] = 10.0
     reap_interval_ms: Positive = 1000

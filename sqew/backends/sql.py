@@ -74,8 +74,13 @@ class SqlTx(QueueStatements, Tx):
         try:
             yield
         except BaseException:
-            self.c.execute("ROLLBACK TO SAVEPOINT op")
-            self.c.execute("RELEASE SAVEPOINT op")
+            try:
+                self.c.execute("ROLLBACK TO SAVEPOINT op")
+                self.c.execute("RELEASE SAVEPOINT op")
+            except Exception:
+                # The transaction itself has ended (SQLite rolls it all back on a full disk):
+                # there is no savepoint left, and the original error is the one that tells.
+                pass
             raise
         self.c.execute("RELEASE SAVEPOINT op")
 

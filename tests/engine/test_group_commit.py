@@ -356,14 +356,7 @@ def full_disk_group(
     ]
 
 
-SAVEPOINT_MASKS_FULL = pytest.mark.xfail(strict=True, reason=(
-    "SqlTx.savepoint (sqew/backends/sql.py) runs ROLLBACK TO after SQLite already rolled the "
-    "whole transaction back; its 'no such savepoint' error replaces SQLITE_FULL and the group "
-    "fails with InternalError (500) instead of Unavailable"))
-
-
-@pytest.mark.parametrize("failing_first", [
-    False, pytest.param(True, marks=SAVEPOINT_MASKS_FULL)], ids=["whole", "unit-by-unit"])
+@pytest.mark.parametrize("failing_first", [False, True], ids=["whole", "unit-by-unit"])
 def test_a_full_disk_fails_the_whole_group_and_the_next_group_works(
     tmp_path: Path, failing_first: bool
 ) -> None:
