@@ -74,17 +74,20 @@ class SqlTx(QueueStatements, Tx):
         try:
             yield
         except BaseException:
-            try:
+            # After some errors (SQLite's full disk) the whole transaction has ended: there
+            # is no savepoint left, and the original error is the one that tells.
+            if self._in_transaction():
                 self.c.execute("ROLLBACK TO SAVEPOINT op")
                 self.c.execute("RELEASE SAVEPOINT op")
-            except Exception:
-                # The transaction itself has ended (SQLite rolls it all back on a full disk):
-                # there is no savepoint left, and the original error is the one that tells.
-                pass
             raise
         self.c.execute("RELEASE SAVEPOINT op")
 
     # helpers
+    def _in_transaction(self) -> bool:
+        """Whether the connection's transaction is still open (hook: a driver that can tell
+        says so; the default assumes it is)."""
+        return True
+
     def _one(self, sql: str, params: Any = ()) -> Any:
         return self.c.execute(sql, params).fetchone()
 

@@ -70,16 +70,11 @@ class InProcessWaiter(Waiter):
             self._unwatch(loop, queue, future)
 
     def changed(self, queues: Iterable[str]) -> None:
-        # No lock to move the generations: a mark only asks whether its queue's generation
-        # is still the one it saw, and a racing update still moves it.
-        queues = tuple(queues)
-        generations = self._generations
-        for queue in queues:
-            generations[queue] = generations.get(queue, 0) + 1
-        if not self._waits:  # nobody waits (a wait starts under the lock, re-reading these)
-            return
-        with self._lock:
-            woken = [f for queue in queues for f in self._waits.get(queue, ())]
+        with self._lock:  # a wait checks the generation and registers under the same lock
+            woken: list[asyncio.Future[None]] = []
+            for queue in queues:
+                self._generations[queue] = self._generations.get(queue, 0) + 1
+                woken += self._waits.get(queue, ())
         for future in woken:
             wake(future)
 

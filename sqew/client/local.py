@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import msgspec
@@ -48,6 +49,13 @@ class LocalClient(Client):
         self.target = os.fspath(target)
         backend = open_backend(target, durability=durability, upgrade=upgrade)
         self.service = QueueService(backend, clock=clock, reap_interval_ms=reap_interval_ms)
+        self._waits: ThreadPoolExecutor | None = None
+
+    def _waits_thread(self) -> ThreadPoolExecutor:
+        """The thread a long poll waits on when called from inside a running event loop."""
+        if self._waits is None:
+            self._waits = ThreadPoolExecutor(1, thread_name_prefix="sqew-wait")
+        return self._waits
 
     # --- queues ---------------------------------------------------------------------------------
     def create_queue(self, name: str, **settings: Any) -> models.Queue:
@@ -95,7 +103,7 @@ class LocalClient(Client):
     ) -> list[models.LeasedMessage]:
         call = self.service.poll(queue, batch=batch, wait_ms=wait_ms, visibility_ms=visibility_ms)
         # Only a poll that may wait needs an event loop (its wait is awaited).
-        return _decoded(run_blocking(call) if wait_ms else run_sync(call))
+        return _decoded(run_blocking(call, self._waits_thread) if wait_ms else run_sync(call))
 
     def ack(self, queue: str, id: int, token: str) -> models.ItemResult:
         # Validated as the single item it is, so an error names `id`, as the server's does.
@@ -170,4 +178,6 @@ class LocalClient(Client):
         return models.Health("ok")
 
     def close(self) -> None:
+        if self._waits is not None:
+            self._waits.shutdown()
         self.service.close()

@@ -29,16 +29,27 @@ def dlq_of(tx: Tx, q: QueueRow) -> QueueRow:
     return dlq
 
 
-def expire_leases(tx: Tx, q: QueueRow, now: int) -> None:
+def dead_letter_ended(tx: Tx, q: QueueRow, now: int) -> str | None:
+    """Dead-letter the messages of ``q`` whose last allowed lease ended at or before ``now``;
+    the name of the DLQ if any moved."""
+    if q.parent_id is not None:  # a DLQ has no DLQ of its own
+        return None
+    dlq = dlq_of(tx, q)
+    moved = tx.dead_letter_expired(q.id, now, q.max_attempts, dlq, q.name)
+    if not moved:
+        return None
+    tx.add_counters(q.id, depth=-moved, dead_lettered_total=moved)
+    tx.add_counters(dlq.id, depth=moved)
+    return dlq.name
+
+
+def expire_leases(tx: Tx, q: QueueRow, now: int) -> str | None:
     """Leases that ended at or before ``now``: dead-letter those on their last allowed
-    attempt, make the others ready again (their token stays valid until a new lease)."""
-    if q.parent_id is None:
-        dlq = dlq_of(tx, q)
-        moved = tx.dead_letter_expired(q.id, now, q.max_attempts, dlq, q.name)
-        if moved:
-            tx.add_counters(q.id, depth=-moved, dead_lettered_total=moved)
-            tx.add_counters(dlq.id, depth=moved)
+    attempt, make the others ready again (their token stays valid until a new lease). The
+    DLQ's name if messages moved there."""
+    dlq = dead_letter_ended(tx, q, now)
     tx.release_expired(q.id, now)
+    return dlq
 
 
 def _miss(tx: Tx, q: QueueRow, msg_id: int) -> str:
@@ -56,7 +67,7 @@ class Claim(Op[tuple[Leased, "int | None"]]):
     """Lease up to ``batch`` ready messages; with ``want_due``, also say when the next one
     is due if none was ready (a long poll sleeps until then)."""
 
-    __slots__ = ("batch", "queue", "visibility_ms", "want_due")
+    __slots__ = ("batch", "notify", "queue", "visibility_ms", "want_due")
 
     def __init__(
         self, queue: str, batch: int, visibility_ms: int | None, *, want_due: bool = False
@@ -65,12 +76,16 @@ class Claim(Op[tuple[Leased, "int | None"]]):
         self.batch = batch
         self.visibility_ms = visibility_ms
         self.want_due = want_due
+        self.notify: tuple[str, ...] = ()  # the DLQ, when the claim dead-lettered into it
 
     def key(self) -> Hashable | None:
         return None if self.want_due else ("claim", self.queue, self.visibility_ms)
 
     def run(self, tx: Tx, now: int) -> tuple[Leased, int | None]:
-        return claim(tx, self.queue, self.batch, self.visibility_ms, now, self.want_due)
+        leased, due, dlq = claim(tx, self.queue, self.batch, self.visibility_ms, now,
+                                 self.want_due)
+        self.notify = (dlq,) if dlq else ()
+        return leased, due
 
     @classmethod
     def run_merged(cls, tx: Tx, ops: Sequence[Any], now: int) -> list[Outcome]:
@@ -78,7 +93,8 @@ class Claim(Op[tuple[Leased, "int | None"]]):
         parts: list[Claim] = list(ops)
         first = parts[0]
         total = sum(p.batch for p in parts)
-        leased, _ = claim(tx, first.queue, total, first.visibility_ms, now, False)
+        leased, _, dlq = claim(tx, first.queue, total, first.visibility_ms, now, False)
+        first.notify = (dlq,) if dlq else ()
         outcomes: list[Outcome] = []
         start = 0
         for p in parts:
@@ -89,19 +105,18 @@ class Claim(Op[tuple[Leased, "int | None"]]):
 
 def claim(
     tx: Tx, queue: str, batch: int, visibility_ms: int | None, now: int, want_due: bool
-) -> tuple[Leased, int | None]:
-    """Lease up to ``batch`` messages of ``queue`` (and when the next is due, if asked and
-    none was ready)."""
+) -> tuple[Leased, int | None, str | None]:
+    """Lease up to ``batch`` messages of ``queue``; when the next is due (if asked and none
+    was ready); the DLQ's name if ended last leases moved there on the way."""
     found = tx.get_queue_for_claim(queue, now)
     if found is None:
         raise errors.queue_not_found(queue)
     q, expired_leases = found
-    if expired_leases:
-        expire_leases(tx, q, now)
+    dlq = expire_leases(tx, q, now) if expired_leases else None
     vis = q.visibility_ms if visibility_ms is None else visibility_ms
     rows = tx.claim(q.id, bool(q.lifo), now, batch, now + vis)
     due = tx.next_due(q.id, now) if want_due and not rows else None
-    return [views.leased(r, q) for r in rows], due
+    return [views.leased(r, q) for r in rows], due, dlq
 
 
 class Ack(Op[ItemResults]):
@@ -192,13 +207,16 @@ class Nack(Op[ItemResults]):
 class ExtendLease(Op[models.LeaseExtended]):
     """Heartbeat: the lease of a held message ends ``ms`` after the transaction's now."""
 
-    __slots__ = ("ms", "msg_id", "queue", "token")
+    __slots__ = ("ms", "msg_id", "notify", "queue", "token")
 
     def __init__(self, queue: str, msg_id: int, token: str, ms: int) -> None:
         self.queue = queue
         self.msg_id = msg_id
         self.token = token
         self.ms = ms
+        # A lease ended at once (``ms`` 0, "give it back") makes the message ready now;
+        # waiting polls would otherwise sleep until the old lease end.
+        self.notify = (queue,) if ms == 0 else ()
 
     def run(self, tx: Tx, now: int) -> models.LeaseExtended:
         q = _queue(tx, self.queue)

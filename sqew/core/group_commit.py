@@ -130,6 +130,7 @@ class GroupWriter(Writer):
             outcomes = await self._body(lambda: self._optimistic(units, now))
             if outcomes is None:  # an operation failed and all was rolled back: unit by unit
                 await self._session.begin(self._offload)
+                units = _units(_live(group))  # callers may have given up during this wait too
                 now = self._clock()
                 outcomes = await self._body(lambda: self._isolated(units, now))
             await self._session.commit(self._offload)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from sqew.backends.base import Tx
 from sqew.core.administering import queue_row
-from sqew.core.delivering import dlq_of
+from sqew.core.delivering import dead_letter_ended
 from sqew.core.writer import Op
 
 REAP_LIMIT = 1000
@@ -34,13 +34,9 @@ class Reap(Op[int]):
             reaped = tx.reap_messages(q.id, now, REAP_LIMIT)
             tx.add_counters(q.id, depth=-reaped, expired_total=reaped)
             removed += reaped
-            if q.parent_id is None:
-                dlq = dlq_of(tx, q)
-                moved = tx.dead_letter_expired(q.id, now, q.max_attempts, dlq, q.name)
-                if moved:
-                    tx.add_counters(q.id, depth=-moved, dead_lettered_total=moved)
-                    tx.add_counters(dlq.id, depth=moved)
-                    changed.append(dlq.name)
+            dlq = dead_letter_ended(tx, q, now)
+            if dlq is not None:
+                changed.append(dlq)
         self.notify = tuple(changed)  # read by the writer after the commit
         return removed + tx.reap_dedup(None, now, REAP_LIMIT)
 

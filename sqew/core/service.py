@@ -4,7 +4,9 @@ The rules live in the modules of their job — ``producing`` (enqueue), ``delive
 ack, nack, extend-lease), ``administering`` (queues, purges, the DLQ), ``maintenance`` (reaper,
 compaction), ``waiting`` (long polls) — as operations (``sqew.core.writer.Op``). This facade
 validates arguments, hands each operation to the writer chosen when the service was built, and
-runs reads through ``offload``. Every transport (the embedded Client and the CLI, the REST
+runs reads through ``offload``. Writes that may take long (purges, removing a queue, the DLQ's
+requeue, compaction) run in a transaction of their own through ``offload`` too, so that in a
+server they never stop the event loop. Every transport (the embedded Client and the CLI, the REST
 server, the SQS adapter and Worker to come) calls these same methods.
 
 The methods are coroutines. The embedded Client's writer (``DirectWriter``) and ``inline``
@@ -237,10 +239,14 @@ class QueueService:
         self.waiter.close()
         self.backend.close()
 
-    async def aclose(self) -> None:
-        """Wake every long poll, finish pending writes, close the backend (call on the loop
-        the service was built on)."""
+    async def drain(self) -> None:
+        """Wake every long poll and finish the writes pending in the writer (call on the loop
+        the service was built on); ``close`` then closes the backend."""
         self.waiter.close()
         await self._writer.aclose()
-        self.backend.close()
+
+    async def aclose(self) -> None:
+        """``drain``, then ``close``."""
+        await self.drain()
+        self.close()
 

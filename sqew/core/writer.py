@@ -15,6 +15,7 @@ import abc
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Hashable, Sequence
+from concurrent.futures import Executor
 from typing import Any, Generic, TypeVar
 
 from sqew import errors
@@ -128,14 +129,15 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     raise RuntimeError("a service call suspended outside an event loop")
 
 
-def run_blocking(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a service call that may suspend (a long poll) to its end on a fresh event loop."""
+def run_blocking(coro: Coroutine[Any, Any, T], elsewhere: Callable[[], Executor]) -> T:
+    """Run a service call that may suspend (a long poll) to its end on a fresh event loop.
+
+    Called from inside a running loop (synchronous code in a coroutine), where no second loop
+    may run on this thread, it runs on the executor ``elsewhere()`` gives (reuse one: each
+    thread keeps its own database connection).
+    """
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(coro)
-    # Called from inside a running loop (synchronous code in a coroutine): its own thread.
-    import concurrent.futures
-
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
+    return elsewhere().submit(asyncio.run, coro).result()

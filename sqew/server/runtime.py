@@ -62,10 +62,14 @@ class Runtime:
         trace = logging.getLogger("sqew.sql").debug if s.trace_sql else None
         backend = open_backend(s.db, durability=s.durability, trace=trace)
         self._pool = ThreadPoolExecutor(s.threads, thread_name_prefix="sqew-db")
-        self._service = QueueService(
-            backend, clock=self.clock, reap_interval_ms=s.reap_interval_ms,
-            group_commit=s.group_commit, offload=self.offload,
-        )
+        try:
+            self._service = QueueService(
+                backend, clock=self.clock, reap_interval_ms=s.reap_interval_ms,
+                group_commit=s.group_commit, offload=self.offload,
+            )
+        except BaseException:
+            backend.close()
+            raise
         self._reaper = asyncio.get_running_loop().create_task(self._reap_forever())
 
     def begin_shutdown(self) -> None:
@@ -82,9 +86,11 @@ class Runtime:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reaper
         if self._service is not None:
-            await self._service.aclose()
-        if self._pool is not None:
+            await self._service.drain()  # pending group commits may still offload waits
+        if self._pool is not None:  # calls running on the database threads finish
             await asyncio.get_running_loop().run_in_executor(None, self._pool.shutdown)
+        if self._service is not None:
+            self._service.close()
 
     async def _reap_forever(self) -> None:
         """Remove expired messages and end last leases even when nobody polls."""

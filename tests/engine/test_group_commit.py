@@ -426,3 +426,40 @@ def test_a_full_disk_is_a_503_over_http(
         opened[0].cap(None)
         assert http.post("/queues/big/messages", json=big).status_code == 201
         assert http.get("/queues/big/stats").json()["enqueued_total"] == 1
+
+
+def test_a_poll_cancelled_while_the_retry_pass_waits_for_the_lock_leases_nothing(
+    db: Path,
+) -> None:
+    """A failing operation sends the group to its savepoint-per-unit pass, which takes the
+    write lock again; a poll whose caller gave up during that wait must lease nothing."""
+    with sqew.Client(str(db)) as c:
+        c.enqueue("q", 1)
+
+    async def body(s: QueueService) -> tuple[bool, int, int]:
+        session: Any = s._writer._session  # type: ignore[attr-defined]
+        begun = {"n": 0}
+        gate = threading.Event()
+        try_begin, begin_waiting = session.try_begin, session.begin_waiting
+
+        def busy_the_second_time() -> bool:
+            begun["n"] += 1
+            return False if begun["n"] == 2 else bool(try_begin())
+
+        def wait_for_the_gate() -> None:
+            gate.wait(10)
+            begin_waiting()
+
+        session.try_begin, session.begin_waiting = busy_the_second_time, wait_for_the_gate
+        poll = soon_poll(s, "q", 1)
+        failing = soon(s.extend_lease("q", 999, "stale", 1000))  # fails: a retry pass follows
+        while begun["n"] < 2:
+            await asyncio.sleep(0.005)
+        poll.cancel()  # the client went away while the retry pass waited for the lock
+        gate.set()
+        await settle([failing])
+        stats = await s.stats("q")
+        return poll.cancelled(), stats.ready, stats.leased
+
+    cancelled, ready, leased = on_loop(db, body)
+    assert (cancelled, ready, leased) == (True, 1, 0)

@@ -17,7 +17,6 @@ import select
 import socket
 import sqlite3
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -65,20 +64,6 @@ def http(start_server: Callable[..., Any]) -> Iterator[httpx.Client]:
         yield client
 
 
-@pytest.fixture(scope="module")
-def shared(module_server: Any) -> Iterator[httpx.Client]:
-    """A client of the module's server, for tests that change nothing that others read."""
-    with httpx.Client(base_url=module_server.url, timeout=30) as client:
-        yield client
-
-
-@pytest.fixture
-def queue(shared: httpx.Client) -> Iterator[str]:
-    """A new queue of its own on the module's server, as ``/queues/<name>``."""
-    name = f"t{uuid.uuid4().hex[:12]}"
-    assert shared.post("/queues", json={"name": name}).status_code == 201
-    yield f"/queues/{name}"
-    shared.delete(f"/queues/{name}")
 
 
 # --- routes ------------------------------------------------------------------------------------

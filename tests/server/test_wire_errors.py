@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import socket
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -72,18 +71,6 @@ def test_a_request_the_parser_refuses_gets_the_error_envelope(
 
 
 # --- headers and field paths ---------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def shared(module_server: Any) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=module_server.url, timeout=30) as client:
-        yield client
-
-
-@pytest.fixture
-def queue(shared: httpx.Client) -> Iterator[str]:
-    name = f"t{uuid.uuid4().hex[:12]}"
-    assert shared.post("/queues", json={"name": name}).status_code == 201
-    yield f"/queues/{name}"
-    shared.delete(f"/queues/{name}")
 
 
 def _stats(http: httpx.Client, queue: str) -> int:

@@ -16,6 +16,9 @@ class SqliteTx(SqlTx):
     NEW_TOKEN = "lower(hex(randomblob(16)))"  # randomblob draws from SQLite's CSPRNG
     CLAIM_LOCK = ""  # BEGIN IMMEDIATE already holds the whole database for the writer
 
+    def _in_transaction(self) -> bool:
+        return bool(self.c.in_transaction)
+
     # Positional: sqlite3 binds a tuple faster than a mapping, and executemany over the rows'
     # own tuples needs no conversion (this is the enqueue hot path).
     _INSERT = (

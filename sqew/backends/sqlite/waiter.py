@@ -17,6 +17,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
+from sqew.backends.errors import translate
 from sqew.backends.waiting import InProcessWaiter, wake
 
 CHANGE_POLL_S = 0.05
@@ -51,7 +52,10 @@ class SqliteWaiter(InProcessWaiter):
     def _external_mark(self, queue: str) -> object:
         # The queue's counters now, read before the poll claims: the watcher wakes the wait
         # when they differ from these (one indexed read per wait).
-        return _snapshot(self._connection(), queue)
+        try:
+            return _snapshot(self._connection(), queue)
+        except sqlite3.Error as exc:
+            raise translate(exc) from exc
 
     def _watch(
         self, loop: asyncio.AbstractEventLoop, queue: str, mark: object,
@@ -61,6 +65,9 @@ class SqliteWaiter(InProcessWaiter):
         if watcher is None:
             watcher = self._watchers[loop] = _Watcher()
         watcher.waits.setdefault(queue, {})[future] = mark
+        # The next tick compares counters whatever the data version says: a tick between this
+        # poll's claim and now may already have seen (and recorded) another process's commit.
+        watcher.version = None
         if watcher.task is None:
             watcher.task = loop.create_task(self._run(loop, watcher))
 
@@ -110,7 +117,7 @@ class SqliteWaiter(InProcessWaiter):
             now[row[0]] = tuple(row[1:])
         for name, waits in watcher.waits.items():
             for future, seen in list(waits.items()):
-                if seen != now[name]:
+                if _may_be_ready(seen, now[name]):
                     wake(future)
 
     def close(self) -> None:
@@ -122,6 +129,15 @@ class SqliteWaiter(InProcessWaiter):
 
 
 _COUNTERS = "depth, enqueued_total, nacked_total, dead_lettered_total"
+
+
+def _may_be_ready(seen: Snapshot, now: Snapshot) -> bool:
+    """Whether the counters moved the way a write that makes messages ready moves them: an
+    enqueue, a nack, a dead-lettering out of it, more depth (a requeue, a dead-lettering into
+    a DLQ), or the queue gone. Acks and purges (less depth, nothing else) wake nobody."""
+    if seen is None or now is None:
+        return seen is not now
+    return now[0] > seen[0] or now[1:] != seen[1:]
 
 
 def _snapshot(conn: sqlite3.Connection, queue: str) -> Snapshot:
