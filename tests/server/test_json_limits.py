@@ -166,6 +166,7 @@ def _depth_of(value: Any) -> int:
 
 
 @settings(max_examples=300, deadline=None)
+@_RECURSES
 @given(value=_VALUE, wrap=st.integers(0, 20))
 def test_the_depth_of_json_text_is_the_depth_of_its_value(value: Any, wrap: int) -> None:
     for _ in range(wrap):  # some deeper than the few passes that measure shallow JSON
@@ -303,6 +304,7 @@ def _finite(value: Any) -> bool:
 
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
+@_RECURSES
 @given(text=_JSON_TEXT)
 def test_what_enqueue_takes_is_polled_back_and_what_it_refuses_is_unreadable(
     client: sqew.Client, text: str
