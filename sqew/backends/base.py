@@ -10,12 +10,15 @@ What a second backend (PostgreSQL, say) implements:
   PostgreSQL accepts too, on a DB-API connection, and override its hooks where the dialect
   differs: ``TRUE``/``FALSE`` (boolean literals), ``NEW_TOKEN`` (SQL expression of a fresh
   lease token), ``CLAIM_LOCK`` (appended to the claim's inner select: ``FOR UPDATE SKIP
-  LOCKED``), ``PARAMSTYLE`` (``"pyformat"`` for psycopg: statements are converted once) and,
-  for speed only, ``insert_messages`` and ``reap_dedup``;
+  LOCKED``), ``PARAMSTYLE`` (``"pyformat"`` for psycopg: statements are converted once),
+  ``_in_transaction`` (whether the transaction survived an error) and, for speed only,
+  ``insert_messages`` and ``reap_dedup``;
 - a ``WriteSession`` (a dedicated connection for the server's group committer), a
   ``Waiter`` (wakes long polls on commits of other processes: SQLite watches its data
-  version, PostgreSQL would ``LISTEN``) and a ``Backend`` (connections, transactions, schema
-  checks): see those classes below;
+  version, PostgreSQL would ``LISTEN``; ``sqew.backends.waiting.InProcessWaiter`` is the
+  in-process half) and a ``Backend`` (connections, transactions, schema checks, and
+  ``statements_on_loop``: whether a group's statements may run on the event loop): see those
+  classes below;
 - an entry in ``sqew.backends.open_backend`` and in the contract suite's targets.
 """
 
