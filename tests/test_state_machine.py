@@ -1,14 +1,20 @@
 """Property test: random enqueue/poll/ack/nack/extend/requeue/compact/clock sequences against a
-small reference model of SPEC §1.
+small reference model of SPEC §1, run once per target of ``tests/targets.py`` (``local-sqlite``,
+``http-sqlite``, …): the same machine drives the target's client, each example on a fresh store.
 
 The model knows, for every message ever enqueued, where it is (the queue, its DLQ, acked, or
 expired), its attempts, its current lease and token, and when it becomes available. After every
 step the real store must agree with it message by message and in its stats. Polls must return
 exactly the messages the model says are ready, in SPEC's order. Randomness (backoff jitter) is
-checked against its bounds and then adopted by the model.
+checked against its bounds and then adopted by the model; the service's jitter is seeded from
+the example, so hypothesis can replay and shrink a failure.
 
-The service is built with ``reap_interval_ms=0`` so every poll reaps expired messages first,
-which makes "expired" a deterministic state for the model.
+The service is built with ``reap_interval_ms=0`` (and a server's reaper timer is off, see
+``targets.py``) so every poll reaps expired messages first, which makes "expired" a
+deterministic state for the model.
+
+The budget (examples x steps) is set per target in ``BUDGETS``: an example over HTTP costs a
+server start and a round trip per call, and the invariants read every message after each step.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +35,9 @@ from hypothesis.stateful import (
     invariant,
     precondition,
     rule,
+    run_state_machine_as_test,
 )
+from targets import TARGETS, TargetSpec
 
 import sqew
 from sqew import errors
@@ -75,27 +84,33 @@ class Totals:
 
 
 class QueueMachine(RuleBasedStateMachine):
-    """Drives one LocalClient on a fresh SQLite file against the model."""
+    """Drives the client of one target, on a fresh store, against the model."""
 
-    def __init__(self) -> None:
+    def __init__(self, spec: TargetSpec) -> None:
         super().__init__()
         self.dir = Path(tempfile.mkdtemp(prefix="sqew-sm-"))
         self.clock = ManualClock()
-        self.client = sqew.LocalClient(self.dir / "q.db", clock=self.clock, reap_interval_ms=0)
+        try:
+            self.target = spec.open(self.dir, self.clock, reap_interval_ms=0)
+        except BaseException:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
+        self.client = self.target.client
         self.msgs: dict[int, Msg] = {}
         self.dedup: dict[str, tuple[int, int]] = {}  # key -> (message id, window end)
         self.totals = Totals()
         self.seen_tokens: set[str] = set()
 
-    @initialize()
-    def create(self) -> None:
+    @initialize(seed=st.integers(0, 2**32 - 1))
+    def create(self, seed: int) -> None:
+        self.target.seed_jitter(seed)
         self.client.create_queue(
             Q, visibility_ms=VIS, max_attempts=MAX_ATTEMPTS, backoff_base_ms=BASE,
             backoff_max_ms=CAP, retention_ms=RETENTION, dedup_window_ms=DEDUP,
         )
 
     def teardown(self) -> None:
-        self.client.close()
+        self.target.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
     # --- helpers --------------------------------------------------------------------------------
@@ -357,11 +372,32 @@ class QueueMachine(RuleBasedStateMachine):
             assert m.loc != "q" or m.attempts <= MAX_ATTEMPTS
 
 
-QueueMachine.TestCase.settings = settings(
-    max_examples=60,
-    stateful_step_count=40,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-TestQueueMachine = QueueMachine.TestCase
+@dataclass(frozen=True)
+class Budget:
+    """How much of the machine to run on a target: examples, and steps per example."""
+
+    max_examples: int
+    steps: int
+
+
+BUDGETS: dict[str, Budget] = {
+    "local-sqlite": Budget(max_examples=60, steps=40),
+    "http-sqlite": Budget(max_examples=20, steps=40),
+}
+"""Per target id; a target not listed gets ``DEFAULT_BUDGET`` until its run is timed."""
+DEFAULT_BUDGET = Budget(max_examples=20, steps=40)
+
+
+# A failure is shrunk for up to 5 minutes (hypothesis's own limit) after it is found: the
+# timeout leaves room for that, so the report is the minimal example rather than a timeout.
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("spec", TARGETS, ids=lambda spec: spec.id)
+def test_queue_machine(spec: TargetSpec) -> None:
+    budget = BUDGETS.get(spec.id, DEFAULT_BUDGET)
+    run_state_machine_as_test(partial(QueueMachine, spec), settings=settings(
+        max_examples=budget.max_examples,
+        stateful_step_count=budget.steps,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    ))

@@ -15,7 +15,7 @@ import sqew
 from sqew.core.clock import system_clock
 
 if TYPE_CHECKING:
-    from conftest import Target
+    from targets import Target
 
 WAIT_MS = 15_000  # far longer than the test needs: a poll that returns empty fails the test
 

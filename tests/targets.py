@@ -1,0 +1,254 @@
+"""The targets the contract suite and the state machine run over: ``backend x client``.
+
+A *target* is one way of reaching a store: a client kind (``local``: a LocalClient in this
+process; ``http``: an HttpClient to a real server on 127.0.0.1) on a backend (``sqlite``: a
+SQLite file). ``TARGETS`` lists them; ``tests/conftest.py`` parametrizes the contract fixtures
+over it and ``tests/test_state_machine.py`` runs its machine once per entry. Nothing else
+names a target, so a new one is one entry in ``TARGETS``.
+
+What an entry provides (``TargetSpec``):
+
+* ``id``: ``<client>-<backend>``, the test id (``local-postgres``).
+* ``store``: a ``StoreFactory``: given an empty directory of this test, create a fresh, empty
+  store and return its ``Store`` (the database URL both ``LocalClient(url)`` and a server's
+  ``Settings.db`` accept, the SQLite file when there is one, and a ``drop`` that removes the
+  store after the test). It raises ``pytest.skip`` when the backend is unavailable here (no
+  PostgreSQL server, say). One factory serves both client kinds: ``local-postgres`` and
+  ``http-postgres`` are ``TargetSpec("local-postgres", postgres, local)`` and
+  ``TargetSpec("http-postgres", postgres, http)`` once a ``postgres`` store factory exists
+  (e.g. a database cloned from a migrated template, dropped after).
+* ``client``: a ``ClientKind`` (``local`` or ``http`` below): opens the client under test on
+  a store with a given clock and ``reap_interval_ms``.
+
+The clock: tests move time with ``clock.advance(ms)`` instead of sleeping, so the clock a
+client kind is given must be the one the *service* reads: ``local`` builds the service with
+it, ``http`` runs the server in-process (uvicorn in a thread, still real HTTP on a socket)
+with the clock injected. The server's reaper timer is off (it fires on the wall clock, so it
+would reap at a moment the test does not choose); as in an embedded client, a poll reaps
+first once ``reap_interval_ms`` of the service's clock has passed since the last reap.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import msgspec
+import pytest
+
+import sqew
+from sqew.config import Settings
+from sqew.core.clock import Clock, ManualClock, system_clock
+from sqew.core.service import QueueService
+
+SERVER_START_S = 15
+
+
+# --- what a test gets --------------------------------------------------------------------------
+@dataclass
+class Target:
+    """One client on one store, and the clock the store's service reads.
+
+    Attributes:
+        name: the target id (``local-sqlite``, …).
+        client: the client under test.
+        clock: the service's clock: a ``ManualClock`` when the test asked for one.
+        connect: opens another client on the same store, reading time from the given clock
+            (concurrency tests: a second consumer, a producer in another thread).
+        sqlite_path: the SQLite file behind the store, when there is one (row-level checks).
+        service: the service the client reaches (in this process for both client kinds).
+    """
+
+    name: str
+    client: sqew.Client
+    clock: Clock
+    connect: Callable[[Clock], sqew.Client]
+    sqlite_path: Path | None = None
+    service: QueueService | None = None
+    _cleanups: list[Callable[[], None]] = field(default_factory=list)
+
+    @property
+    def manual(self) -> ManualClock:
+        """The clock as a ManualClock; skips the test when time cannot be moved here."""
+        if not isinstance(self.clock, ManualClock):
+            pytest.skip(f"{self.name}: the service clock cannot be moved from the test")
+        return self.clock
+
+    def seed_jitter(self, seed: int) -> None:
+        """Make the service's backoff jitter a function of ``seed``, so a run is repeatable
+        (hypothesis replays and shrinks examples; unseeded jitter would make them flaky)."""
+        assert self.service is not None, f"{self.name}: no in-process service to seed"
+        # No public way to give LocalClient or create_app an rng; the service keeps its own.
+        self.service._rng.seed(seed)
+
+    def close(self) -> None:
+        """Close the client and everything opened for it, newest first."""
+        for cleanup in reversed(self._cleanups):
+            with contextlib.suppress(Exception):
+                cleanup()
+
+
+# --- backends: fresh stores --------------------------------------------------------------------
+@dataclass(frozen=True)
+class Store:
+    """A fresh, empty store.
+
+    Attributes:
+        url: what ``LocalClient(url)`` and a server's ``Settings.db`` accept.
+        sqlite_path: the SQLite file, when the store is one.
+        drop: removes the store after the test (its clients are closed by then).
+    """
+
+    url: str
+    sqlite_path: Path | None = None
+    drop: Callable[[], None] = lambda: None
+
+
+StoreFactory = Callable[[Path], Store]
+"""Creates a fresh store, given an empty directory of the test (``pytest.skip`` if the backend
+is unavailable)."""
+
+
+def sqlite(directory: Path) -> Store:
+    """A SQLite file ``directory/q.db`` (created by the first client; the directory is the
+    test's, removed with it)."""
+    path = directory / "q.db"
+    return Store(str(path), sqlite_path=path)
+
+
+# --- clients -----------------------------------------------------------------------------------
+class ClientKind(Protocol):
+    """Opens the client under test on ``store``, the service reading ``clock``."""
+
+    def __call__(
+        self, name: str, store: Store, clock: Clock, *, reap_interval_ms: int
+    ) -> Target: ...
+
+
+def local(name: str, store: Store, clock: Clock, *, reap_interval_ms: int) -> Target:
+    """A LocalClient on the store: the service runs in this process, on ``clock``."""
+
+    def connect(other_clock: Clock) -> sqew.Client:
+        extra = sqew.LocalClient(store.url, clock=other_clock, reap_interval_ms=reap_interval_ms)
+        target._cleanups.append(extra.close)
+        return extra
+
+    client = sqew.LocalClient(store.url, clock=clock, reap_interval_ms=reap_interval_ms)
+    target = Target(name, client, clock, connect, sqlite_path=store.sqlite_path,
+                    service=client.service)
+    target._cleanups.append(client.close)
+    return target
+
+
+def http(name: str, store: Store, clock: Clock, *, reap_interval_ms: int) -> Target:
+    """An HttpClient to a real server (uvicorn in a thread, on 127.0.0.1) on the store,
+    ``clock`` injected into its service, its reaper timer off."""
+    # Settings refuses reap_interval_ms=0 from users (a timer firing without pause); with the
+    # timer off it means what it means to a LocalClient: every poll reaps first.
+    settings = msgspec.structs.replace(server_settings(store.url),
+                                       reap_interval_ms=reap_interval_ms)
+    server = ServerThread(settings, clock, reaper_timer=False)
+
+    def connect(other_clock: Clock) -> sqew.Client:
+        # One service, one clock: another client of the same server reads the server's.
+        extra = sqew.Client(server.url)
+        target._cleanups.append(extra.close)
+        return extra
+
+    client = sqew.Client(server.url)
+    target = Target(name, client, clock, connect, sqlite_path=store.sqlite_path,
+                    service=server.app.state.runtime.service)
+    target._cleanups.extend([server.stop, client.close])
+    return target
+
+
+# --- the list ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TargetSpec:
+    """One entry of ``TARGETS``: a client kind on a backend (see the module docstring)."""
+
+    id: str
+    store: StoreFactory
+    client: ClientKind
+
+    def open(self, directory: Path, clock: Clock, *, reap_interval_ms: int = 1000) -> Target:
+        """A fresh store in ``directory`` and the client under test on it; ``close()`` the
+        target to stop everything and drop the store."""
+        store = self.store(directory)
+        try:
+            target = self.client(self.id, store, clock, reap_interval_ms=reap_interval_ms)
+        except BaseException:
+            store.drop()
+            raise
+        target._cleanups.insert(0, store.drop)
+        return target
+
+
+TARGETS: tuple[TargetSpec, ...] = (
+    TargetSpec("local-sqlite", sqlite, local),
+    TargetSpec("http-sqlite", sqlite, http),
+    # TargetSpec("local-postgres", postgres, local),
+    # TargetSpec("http-postgres", postgres, http),
+)
+
+
+# --- the in-process server ---------------------------------------------------------------------
+class ServerThread:
+    """A real uvicorn server of ``create_app(settings, clock=clock)`` in a thread, on 127.0.0.1
+    and a free port. Real HTTP; the service reads the test's clock.
+
+    Args:
+        settings: the server's settings.
+        clock: the service's clock.
+        reaper_timer: run the reaper on its wall-clock timer (as ``sqew serve`` does). Off,
+            only polls reap (every ``reap_interval_ms`` of the service's clock), so a test on
+            a ManualClock decides when that happens.
+    """
+
+    def __init__(
+        self, settings: Settings, clock: Clock = system_clock, *, reaper_timer: bool = True
+    ) -> None:
+        import uvicorn
+
+        from sqew.server import runner
+        from sqew.server.app import create_app
+
+        self.app = create_app(settings, clock=clock)
+        if not reaper_timer:
+            self.app.on_startup.append(self._stop_reaper_timer)
+        self.sock = runner.bind("127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.server = uvicorn.Server(runner.uvicorn_config(settings, app=self.app))
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True
+        )
+        self.thread.start()
+        deadline = time.monotonic() + SERVER_START_S
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("the test server did not start")
+            time.sleep(0.005)
+
+    async def _stop_reaper_timer(self) -> None:
+        # Runs after the app's own startup hook, which started the timer task; there is no
+        # public switch for it (a missing attribute fails the server's start, loudly).
+        timer = self.app.state.runtime._reaper
+        assert timer is not None
+        timer.cancel()
+
+    def stop(self) -> None:
+        """Stop serving (graceful: running requests finish) and close the socket."""
+        self.server.should_exit = True
+        self.thread.join(SERVER_START_S)
+        self.sock.close()
+
+
+def server_settings(db: Path | str, **extra: object) -> Settings:
+    """Settings for a test server on ``db`` (quiet logs, a free port)."""
+    return Settings.from_mapping({"db": str(db), "port": 0, "log_level": "warning", **extra})
