@@ -31,6 +31,7 @@ first once ``reap_interval_ms`` of the service's clock has passed since the last
 from __future__ import annotations
 
 import contextlib
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -70,6 +71,7 @@ class Target:
     connect: Callable[[Clock], sqew.Client]
     sqlite_path: Path | None = None
     service: QueueService | None = None
+    rng: random.Random = field(default_factory=random.Random)
     _cleanups: list[Callable[[], None]] = field(default_factory=list)
 
     @property
@@ -82,9 +84,7 @@ class Target:
     def seed_jitter(self, seed: int) -> None:
         """Make the service's backoff jitter a function of ``seed``, so a run is repeatable
         (hypothesis replays and shrinks examples; unseeded jitter would make them flaky)."""
-        assert self.service is not None, f"{self.name}: no in-process service to seed"
-        # No public way to give LocalClient or create_app an rng; the service keeps its own.
-        self.service._rng.seed(seed)
+        self.rng.seed(seed)  # the rng the client kind gave the service
 
     def close(self) -> None:
         """Close the client and everything opened for it, newest first."""
@@ -138,9 +138,11 @@ def local(name: str, store: Store, clock: Clock, *, reap_interval_ms: int) -> Ta
         target._cleanups.append(extra.close)
         return extra
 
-    client = sqew.LocalClient(store.url, clock=clock, reap_interval_ms=reap_interval_ms)
+    rng = random.Random()
+    client = sqew.LocalClient(store.url, clock=clock, reap_interval_ms=reap_interval_ms,
+                              rng=rng)
     target = Target(name, client, clock, connect, sqlite_path=store.sqlite_path,
-                    service=client.service)
+                    service=client.service, rng=rng)
     target._cleanups.append(client.close)
     return target
 
@@ -152,7 +154,8 @@ def http(name: str, store: Store, clock: Clock, *, reap_interval_ms: int) -> Tar
     # timer off it means what it means to a LocalClient: every poll reaps first.
     settings = msgspec.structs.replace(server_settings(store.url),
                                        reap_interval_ms=reap_interval_ms)
-    server = ServerThread(settings, clock, reaper_timer=False)
+    rng = random.Random()
+    server = ServerThread(settings, clock, reaper_timer=False, rng=rng)
 
     def connect(other_clock: Clock) -> sqew.Client:
         # One service, one clock: another client of the same server reads the server's.
@@ -162,7 +165,7 @@ def http(name: str, store: Store, clock: Clock, *, reap_interval_ms: int) -> Tar
 
     client = sqew.Client(server.url)
     target = Target(name, client, clock, connect, sqlite_path=store.sqlite_path,
-                    service=server.app.state.runtime.service)
+                    service=server.app.state.runtime.service, rng=rng)
     target._cleanups.extend([server.stop, client.close])
     return target
 
@@ -211,16 +214,15 @@ class ServerThread:
     """
 
     def __init__(
-        self, settings: Settings, clock: Clock = system_clock, *, reaper_timer: bool = True
+        self, settings: Settings, clock: Clock = system_clock, *, reaper_timer: bool = True,
+        rng: random.Random | None = None,
     ) -> None:
         import uvicorn
 
         from sqew.server import runner
         from sqew.server.app import create_app
 
-        self.app = create_app(settings, clock=clock)
-        if not reaper_timer:
-            self.app.on_startup.append(self._stop_reaper_timer)
+        self.app = create_app(settings, clock=clock, rng=rng, reaper_timer=reaper_timer)
         self.sock = runner.bind("127.0.0.1", 0)
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         self.server = uvicorn.Server(runner.uvicorn_config(settings, app=self.app))
@@ -234,13 +236,6 @@ class ServerThread:
                 self.stop()
                 raise RuntimeError("the test server did not start")
             time.sleep(0.005)
-
-    async def _stop_reaper_timer(self) -> None:
-        # Runs after the app's own startup hook, which started the timer task; there is no
-        # public switch for it (a missing attribute fails the server's start, loudly).
-        timer = self.app.state.runtime._reaper
-        assert timer is not None
-        timer.cancel()
 
     def stop(self) -> None:
         """Stop serving (graceful: running requests finish) and close the socket."""

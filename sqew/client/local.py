@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -35,6 +36,8 @@ class LocalClient(Client):
         durability: ``"normal"`` or ``"full"`` (SQLite synchronous level).
         clock: epoch-milliseconds clock (tests).
         upgrade: apply pending migrations to an existing database.
+        reap_interval_ms: how often (by ``clock``) a poll or a read runs the reaper first.
+        rng: the randomness of backoff jitter (seed it for repeatable runs).
     """
 
     def __init__(
@@ -45,10 +48,13 @@ class LocalClient(Client):
         clock: Clock = system_clock,
         upgrade: bool = False,
         reap_interval_ms: int = 1000,
+        rng: random.Random | None = None,
     ) -> None:
         self.target = os.fspath(target)
         backend = open_backend(target, durability=durability, upgrade=upgrade)
-        self.service = QueueService(backend, clock=clock, reap_interval_ms=reap_interval_ms)
+        self.service = QueueService(
+            backend, clock=clock, reap_interval_ms=reap_interval_ms, rng=rng
+        )
         self._waits: ThreadPoolExecutor | None = None
 
     def _waits_thread(self) -> ThreadPoolExecutor:

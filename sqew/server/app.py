@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import random
 import signal
 import threading
 from collections.abc import Callable
@@ -36,15 +37,21 @@ ROUTES = [*queues.HANDLERS, *messages.HANDLERS, *dlq.HANDLERS, *ops.HANDLERS]
 log = logging.getLogger("sqew.server")
 
 
-def create_app(settings: Settings | None = None, *, clock: Clock = system_clock) -> Litestar:
+def create_app(
+    settings: Settings | None = None, *, clock: Clock = system_clock,
+    rng: random.Random | None = None, reaper_timer: bool = True,
+) -> Litestar:
     """The sqew REST app for ``settings``.
 
     Args:
         settings: server settings (database, body limit, threads, …); defaults if omitted.
         clock: the service's clock in epoch milliseconds (tests inject a ManualClock).
+        rng: the randomness of backoff jitter (tests seed it for repeatable runs).
+        reaper_timer: reap on a wall-clock timer every ``reap_interval_ms``; off, polls and
+            reads still reap once due by ``clock`` (a test on a ManualClock decides when).
     """
     settings = settings or Settings()
-    rt = Runtime(settings, clock)
+    rt = Runtime(settings, clock, rng=rng, reaper_timer=reaper_timer)
     restore: list[Callable[[], None]] = []
 
     async def startup() -> None:

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import random
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -37,11 +38,18 @@ class Runtime:
     Args:
         settings: the server settings.
         clock: the service's clock (tests inject a ManualClock).
+        rng: backoff jitter's randomness (see ``create_app``).
+        reaper_timer: reap on a wall-clock timer (see ``create_app``).
     """
 
-    def __init__(self, settings: Settings, clock: Clock = system_clock) -> None:
+    def __init__(
+        self, settings: Settings, clock: Clock = system_clock, *,
+        rng: random.Random | None = None, reaper_timer: bool = True,
+    ) -> None:
         self.settings = settings
         self.clock = clock
+        self._rng = rng
+        self._reaper_timer = reaper_timer
         self._service: QueueService | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._reaper: asyncio.Task[None] | None = None
@@ -65,12 +73,13 @@ class Runtime:
         try:
             self._service = QueueService(
                 backend, clock=self.clock, reap_interval_ms=s.reap_interval_ms,
-                group_commit=s.group_commit, offload=self.offload,
+                group_commit=s.group_commit, offload=self.offload, rng=self._rng,
             )
         except BaseException:
             backend.close()
             raise
-        self._reaper = asyncio.get_running_loop().create_task(self._reap_forever())
+        if self._reaper_timer:
+            self._reaper = asyncio.get_running_loop().create_task(self._reap_forever())
 
     def begin_shutdown(self) -> None:
         """Stop waiting: every long poll returns what it has now (called on SIGINT/SIGTERM)."""
