@@ -257,6 +257,25 @@ class QueueMachine(RuleBasedStateMachine):
             m.loc, m.token, m.lease_until = "acked", None, None
             self.totals.acked += 1
 
+    @precondition(lambda self: any(m.loc == "q" and m.token for m in self.msgs.values()))
+    @rule(error=st.sampled_from([None, "e3"]))
+    def nack_every_held_now(self, error: str | None) -> None:
+        """Every message held (by its current token) nacked to be ready at once: with polls in
+        between, messages reach ``max_attempts`` and the DLQ within a few steps."""
+        held = [m for m in self.msgs.values() if m.loc == "q" and m.token is not None]
+        items = [{"id": m.id, "token": m.token, "delay_ms": 0, "error": error} for m in held]
+        results = self.client.nack_batch(Q, items)
+        assert [r.id for r in results] == [m.id for m in held]
+        for m, r in zip(held, results, strict=True):
+            self.totals.nacked += 1
+            if m.attempts >= MAX_ATTEMPTS:
+                assert r.status == "dead_lettered", (m, r)
+                self.dead_letter(m, error)
+                continue
+            assert r.status == "requeued", (m, r)
+            m.token, m.lease_until, m.available_at = None, None, self.now
+            m.last_error = error if error is not None else m.last_error
+
     @precondition(lambda self: any(m.tokens for m in self.msgs.values()))
     @rule(index=st.integers(0, 1000), stale=st.integers(0, 3),
           delay=st.sampled_from([None, None, 0, 700]), error=st.sampled_from([None, "e1", "e2"]))
