@@ -35,7 +35,8 @@ def database_file(target: str) -> str | None:
 def check_database(target: str) -> str:
     """Refuse a ``--db`` that names SQLite's in-memory database: it would vanish with the command
     (and SQLite would create a file of that name instead). Returns ``target``."""
-    if database_file(target) == MEMORY:
+    path = database_file(target)
+    if path == MEMORY or (path or "").startswith("file::memory:"):
         raise typer.BadParameter(
             f"'{target}' is an in-memory database, which would vanish when the command ends; "
             "give a file path", param_hint="'--db'")

@@ -241,7 +241,10 @@ def payload_text(payload: Any, max_json_depth: int) -> msgspec.Raw:
             f"payload is not JSON-serialisable: {exc}",
             details=[{"field": "payload", "message": str(exc)}],
         ) from None
-    jsonlimits.check_depth(text, max_json_depth)
+    if not (isinstance(payload, msgspec.Raw) and max_json_depth >= jsonlimits.MAX_DEPTH):
+        # JSON text on its way to a server is left to the server's own max_json_depth (its
+        # scanner reads any depth), so the answer is the same as the server gives everyone.
+        jsonlimits.check_depth(text, max_json_depth)
     if isinstance(payload, msgspec.Raw):
         # Encoded Python values always decode back (floats are written with repr, too-long
         # integers refused by the encoder); text given as is may not.

@@ -179,15 +179,17 @@ def _row(q: QueueRow, m: models.MessageIn, index: int, now: int) -> NewMessage:
         )
     retention = q.retention_ms
     if m.delay_ms > retention:
+        must = f"must not exceed the queue's retention_ms ({retention})"
         raise errors.ValidationError(
-            f"message {index}: delay_ms must not exceed the queue's retention_ms ({retention})",
-            details=[{"field": "delay_ms", "index": index}],
+            f"message {index}: delay_ms {must}",
+            details=[{"field": "delay_ms", "message": must, "index": index}],
         )
     ttl = m.ttl_ms if m.ttl_ms is not None else retention
     if m.delay_ms >= ttl:  # it would expire before it could be delivered
+        must = f"must be less than the message's ttl_ms ({ttl}): it would expire first"
         raise errors.ValidationError(
-            f"message {index}: delay_ms ({m.delay_ms}) must be less than its ttl_ms ({ttl})",
-            details=[{"field": "delay_ms", "index": index}],
+            f"message {index}: delay_ms ({m.delay_ms}) {must}",
+            details=[{"field": "delay_ms", "message": must, "index": index}],
         )
     return (
         q.id, payload.decode(), m.priority,

@@ -386,3 +386,5 @@ def test_enqueue_payload_refuses_it_in_one_line(
     assert result.returncode == 1, result
     assert result.stderr.startswith("error: ValidationError: payload "), result.stderr
     assert result.stderr.count("\n") == 1
+    if payload != "1e400":  # the same words on a file and through a server (its limit, 64)
+        assert "nested deeper than 64 levels (max_json_depth)" in result.stderr, result.stderr
