@@ -463,3 +463,40 @@ def test_a_poll_cancelled_while_the_retry_pass_waits_for_the_lock_leases_nothing
 
     cancelled, ready, leased = on_loop(db, body)
     assert (cancelled, ready, leased) == (True, 1, 0)
+
+
+def test_a_backend_whose_statements_may_not_run_on_the_loop_gets_them_offloaded(
+    db: Path,
+) -> None:
+    """``Backend.statements_on_loop`` False (a database across a network): a group's
+    statements run through ``offload``, still one transaction, merged, committed before
+    anyone is answered."""
+    threads: set[str] = set()
+
+    async def main() -> tuple[list[Any], list[Any]]:
+        backend = open_backend(db)
+        backend.statements_on_loop = False  # type: ignore[misc]
+        loop_thread = threading.current_thread().name
+
+        async def offload(fn: Callable[[], T]) -> T:
+            def run() -> T:
+                threads.add(threading.current_thread().name)
+                return fn()
+
+            return await asyncio.to_thread(run)
+
+        service = QueueService(backend, group_commit=True, offload=offload)
+        try:
+            enqueued = await settle([soon_enqueue(service, "q", [msg(i)]) for i in range(10)])
+            polled = await settle([soon_poll(service, "q", 5) for _ in range(2)])
+        finally:
+            await service.aclose()
+        assert loop_thread not in threads
+        return enqueued, polled
+
+    enqueued, polled = asyncio.run(main())
+    assert all(len(r) == 1 and not r[0].duplicate for r in enqueued)
+    assert sorted(m.id for p in polled for m in p) == sorted(r[0].message_id for r in enqueued)
+    assert threads  # the statements ran off the loop
+    with sqew.Client(str(db)) as c:
+        assert (c.stats("q").leased, c.stats("q").ready) == (10, 0)
