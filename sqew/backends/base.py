@@ -59,6 +59,21 @@ class QueueRow(NamedTuple):
     rl_at: int
 
 
+class QueueLimits(NamedTuple):
+    """What an enqueue needs of its queue (``Tx.reserve``): a narrow row is a cheaper read."""
+
+    id: int
+    name: str
+    max_payload_bytes: int
+    retention_ms: int
+    lifo: bool
+    max_depth: int
+    rate_limit_per_s: float
+    depth: int
+    rl_tokens: float
+    rl_at: int
+
+
 class MessageRow(NamedTuple):
     """A message as read back: the fields a message object needs, plus lease fields."""
 
@@ -135,8 +150,9 @@ class Tx(abc.ABC):
         """
 
     @abc.abstractmethod
-    def reserve(self, name: str, count: int) -> QueueRow | None:
-        """Add ``count`` to depth and enqueued_total of queue ``name``; the row after, or None.
+    def reserve(self, name: str, count: int) -> QueueLimits | None:
+        """Add ``count`` to depth and enqueued_total of queue ``name``; its limits after (depth
+        included), or None.
 
         One statement for the enqueue hot path: look the queue up and count the new messages.
         """

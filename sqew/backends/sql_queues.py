@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from sqew.backends.base import QueueRow
+from sqew.backends.base import QueueLimits, QueueRow
 
 _QUEUE_COLS = ", ".join(QueueRow._fields)
+_LIMITS_COLS = ", ".join(QueueLimits._fields)
 _COUNTERS = frozenset(
     {"depth", "enqueued_total", "acked_total", "nacked_total", "dead_lettered_total",
      "expired_total"}
@@ -92,13 +93,13 @@ class QueueStatements:
         row = self._one(self._CLAIM_QUEUE, {"name": name, "now": now})
         return (QueueRow._make(row[:-1]), bool(row[-1])) if row else None
 
-    def reserve(self, name: str, count: int) -> QueueRow | None:
+    def reserve(self, name: str, count: int) -> QueueLimits | None:
         row = self._one(
             "UPDATE queues SET depth = depth + :n, enqueued_total = enqueued_total + :n "
-            f"WHERE name = :name RETURNING {_QUEUE_COLS}",
+            f"WHERE name = :name RETURNING {_LIMITS_COLS}",
             {"n": count, "name": name},
         )
-        return QueueRow._make(row) if row else None
+        return QueueLimits._make(row) if row else None
 
     def set_messages_lifo(self, queue_id: int, lifo: bool) -> None:
         self.c.execute(

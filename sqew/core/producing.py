@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from sqew import errors, models
-from sqew.backends.base import NewMessage, QueueRow, Tx
+from sqew.backends.base import NewMessage, QueueLimits, QueueRow, Tx
 from sqew.core import rules
 from sqew.core.writer import Op, Outcome
 
@@ -50,11 +50,11 @@ class Enqueue(Op[Results]):
             q = tx.get_queue(self.queue)
             if q is None:
                 raise errors.queue_not_found(self.queue)
-            return insert(tx, q, self.messages, now, reserved=False)
-        q = tx.reserve(self.queue, len(self.messages))  # find the queue and count the batch
-        if q is None:
+            return insert(tx, q, self.messages, now)
+        limits = tx.reserve(self.queue, len(self.messages))  # find the queue, count the batch
+        if limits is None:
             raise errors.queue_not_found(self.queue)
-        return insert(tx, q, self.messages, now, reserved=True)
+        return insert_reserved(tx, limits, self.messages, now)
 
     @classmethod
     def run_merged(cls, tx: Tx, ops: Sequence[Any], now: int) -> list[Outcome]:
@@ -100,20 +100,24 @@ def _alone(tx: Tx, queue: str, messages: Sequence[models.MessageIn], now: int) -
             q = tx.get_queue(queue)
             if q is None:
                 raise errors.queue_not_found(queue)
-            return True, insert(tx, q, messages, now, reserved=False)
+            return True, insert(tx, q, messages, now)
     except errors.SqewError as exc:
         return False, exc
 
 
-def insert(
-    tx: Tx, q: QueueRow, messages: Sequence[models.MessageIn], now: int, *, reserved: bool
+def insert_reserved(
+    tx: Tx, q: QueueLimits, messages: Sequence[models.MessageIn], now: int
 ) -> Results:
-    """Insert ``messages`` into ``q``; ``reserved``: the counters already count them."""
-    if reserved:  # no idempotency keys (``Enqueue.key``): every message is a new row
-        rows = [_row(q, m, i, now) for i, m in enumerate(messages)]
-        admit(tx, q, len(rows), q.depth - len(rows), now)
-        return [models.EnqueueResult(i, False) for i in tx.insert_messages(rows)]
-    rows = []
+    """Insert plain ``messages`` (no idempotency keys) into ``q``, whose counters
+    (``Tx.reserve``) already count them."""
+    rows = [_row(q, m, i, now) for i, m in enumerate(messages)]
+    admit(tx, q, len(rows), q.depth - len(rows), now)
+    return [models.EnqueueResult(i, False) for i in tx.insert_messages(rows)]
+
+
+def insert(tx: Tx, q: QueueRow, messages: Sequence[models.MessageIn], now: int) -> Results:
+    """Insert ``messages`` into ``q``, idempotency keys looked up, then count them."""
+    rows: list[NewMessage] = []
     slots: list[int | str] = []  # per input: index into rows, or the dedup key
     seen: dict[str, int] = {}  # key → index into rows (first of the batch)
     known: dict[str, int] = {}  # key → stored message id
@@ -152,7 +156,7 @@ def insert(
     return out
 
 
-def admit(tx: Tx, q: QueueRow, count: int, depth: int, now: int) -> None:
+def admit(tx: Tx, q: QueueRow | QueueLimits, count: int, depth: int, now: int) -> None:
     """Quotas: ``max_depth`` (``depth`` before this enqueue) and the rate limit's bucket."""
     if q.max_depth and depth + count > q.max_depth:
         raise errors.QueueFull(
@@ -169,7 +173,7 @@ def admit(tx: Tx, q: QueueRow, count: int, depth: int, now: int) -> None:
         tx.update_queue(q.id, {"rl_tokens": level, "rl_at": now})
 
 
-def _row(q: QueueRow, m: models.MessageIn, index: int, now: int) -> NewMessage:
+def _row(q: QueueRow | QueueLimits, m: models.MessageIn, index: int, now: int) -> NewMessage:
     """The row of message ``index`` of an enqueue into ``q``, checked against its limits."""
     payload = bytes(m.payload)
     if len(payload) > q.max_payload_bytes:
