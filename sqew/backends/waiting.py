@@ -17,6 +17,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Iterable
+from typing import cast
 
 from sqew.backends.base import Waiter
 
@@ -44,9 +45,7 @@ class InProcessWaiter(Waiter):
         return self._generations.get(queue, 0), self._external_mark(queue)
 
     async def wait(self, queue: str, mark: object, timeout_s: float) -> None:
-        generation: int
-        external: object
-        generation, external = mark  # type: ignore[misc]
+        generation, external = cast(Mark, mark)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
         with self._lock:

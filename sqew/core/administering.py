@@ -14,16 +14,8 @@ import msgspec
 from sqew import errors, models, queue_settings
 from sqew.backends.base import QueueRow, Tx
 from sqew.core import rules, views
-from sqew.core.delivering import dlq_of
+from sqew.core.delivering import dlq_of, queue_row
 from sqew.core.writer import Op
-
-
-def queue_row(tx: Tx, name: str) -> QueueRow:
-    """The queue named ``name`` (``QueueNotFound`` if there is none)."""
-    row = tx.get_queue(name)
-    if row is None:
-        raise errors.queue_not_found(name)
-    return row
 
 
 def settings_columns(settings: models.QueueSettings, base: dict[str, Any]) -> dict[str, Any]:

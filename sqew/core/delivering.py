@@ -56,7 +56,8 @@ def _miss(tx: Tx, q: QueueRow, msg_id: int) -> str:
     return "lease_lost" if tx.message_exists(q.id, msg_id) else "not_found"
 
 
-def _queue(tx: Tx, name: str) -> QueueRow:
+def queue_row(tx: Tx, name: str) -> QueueRow:
+    """The queue named ``name`` (``QueueNotFound`` if there is none)."""
     row = tx.get_queue(name)
     if row is None:
         raise errors.queue_not_found(name)
@@ -179,7 +180,7 @@ class Nack(Op[ItemResults]):
 
     def run(self, tx: Tx, now: int) -> ItemResults:
         out: ItemResults = []
-        q = _queue(tx, self.queue)
+        q = queue_row(tx, self.queue)
         dlq = dlq_of(tx, q) if q.parent_id is None else None
         nacked = dead = 0
         for item in self.items:
@@ -219,7 +220,7 @@ class ExtendLease(Op[models.LeaseExtended]):
         self.notify = (queue,) if ms == 0 else ()
 
     def run(self, tx: Tx, now: int) -> models.LeaseExtended:
-        q = _queue(tx, self.queue)
+        q = queue_row(tx, self.queue)
         if not tx.extend(q.id, self.msg_id, self.token, now + self.ms):
             raise errors.for_item(_miss(tx, q, self.msg_id), self.msg_id)
         return models.LeaseExtended(self.msg_id, now + self.ms)

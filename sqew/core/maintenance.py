@@ -9,8 +9,7 @@ the write lock for long.
 from __future__ import annotations
 
 from sqew.backends.base import Tx
-from sqew.core.administering import queue_row
-from sqew.core.delivering import dead_letter_ended
+from sqew.core.delivering import dead_letter_ended, queue_row
 from sqew.core.writer import Op
 
 REAP_LIMIT = 1000

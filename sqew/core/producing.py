@@ -16,6 +16,7 @@ import msgspec
 from sqew import errors, models
 from sqew.backends.base import NewMessage, QueueLimits, QueueRow, Tx
 from sqew.core import rules
+from sqew.core.delivering import queue_row
 from sqew.core.writer import Op, Outcome
 
 _encode = msgspec.json.encode
@@ -47,10 +48,7 @@ class Enqueue(Op[Results]):
 
     def run(self, tx: Tx, now: int) -> Results:
         if self.keyed:  # duplicates are found inside: count after
-            q = tx.get_queue(self.queue)
-            if q is None:
-                raise errors.queue_not_found(self.queue)
-            return insert(tx, q, self.messages, now)
+            return insert(tx, queue_row(tx, self.queue), self.messages, now)
         limits = tx.reserve(self.queue, len(self.messages))  # find the queue, count the batch
         if limits is None:
             raise errors.queue_not_found(self.queue)
@@ -97,10 +95,7 @@ class Enqueue(Op[Results]):
 def _alone(tx: Tx, queue: str, messages: Sequence[models.MessageIn], now: int) -> Outcome:
     try:
         with tx.savepoint():
-            q = tx.get_queue(queue)
-            if q is None:
-                raise errors.queue_not_found(queue)
-            return True, insert(tx, q, messages, now)
+            return True, insert(tx, queue_row(tx, queue), messages, now)
     except errors.SqewError as exc:
         return False, exc
 

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from sqew import errors, models
 from sqew.backends.base import Backend, Tx
 from sqew.core import administering as admin
-from sqew.core import delivering, maintenance, producing, views, waiting
+from sqew.core import delivering, maintenance, producing, rules, views, waiting
 from sqew.core.clock import Clock, system_clock
 from sqew.core.writer import DirectWriter, Offload, Op, Writer, inline
 
@@ -38,11 +38,7 @@ def check_range(name: str, value: int, low: int, high: int | None = None) -> Non
     if isinstance(value, bool) or not isinstance(value, int) or value < low or (
         high is not None and value > high
     ):
-        bound = f"between {low} and {high}" if high is not None else f">= {low}"
-        raise errors.ValidationError(
-            f"{name} must be an integer {bound}",
-            details=[{"field": name, "message": f"must be an integer {bound}"}],
-        )
+        raise rules.range_error(name, low, high)
 
 
 class QueueService:
@@ -123,7 +119,7 @@ class QueueService:
     async def get_queue(self, name: str) -> models.Queue:
         """One queue with its stats."""
         def get(tx: Tx, now: int) -> models.Queue:
-            row = admin.queue_row(tx, name)
+            row = delivering.queue_row(tx, name)
             return views.queue(row, admin.stats(tx, row, now))
 
         return await self._read(get)
@@ -179,7 +175,9 @@ class QueueService:
 
     async def stats(self, queue: str) -> models.Stats:
         """Depths and counters of a queue."""
-        return await self._read(lambda tx, now: admin.stats(tx, admin.queue_row(tx, queue), now))
+        return await self._read(
+            lambda tx, now: admin.stats(tx, delivering.queue_row(tx, queue), now)
+        )
 
     async def peek(self, queue: str, limit: int = 10) -> list[models.Message]:
         """The next ready messages in delivery order, without leasing them."""

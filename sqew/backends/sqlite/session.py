@@ -54,12 +54,12 @@ class SqliteWriteSession(WriteSession):
         self._closed = False
         self._checkpointer = Checkpointer(path, connect)
 
-    async def begin(self, offload: Offload) -> None:  # type: ignore[override]
+    async def begin(self, offload: Offload) -> None:
         """Take the write lock now if it is free; else wait for it through ``offload``."""
         if not self.try_begin():
             await offload(self.begin_waiting)
 
-    async def commit(self, offload: Offload) -> None:  # type: ignore[override]
+    async def commit(self, offload: Offload) -> None:
         """Commit; under durability ``full`` the commit waits for the disk: offloaded."""
         if self.commit_waits:
             await offload(self.commit_now)
