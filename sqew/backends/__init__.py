@@ -7,16 +7,9 @@ from collections.abc import Callable
 
 from sqew.backends.base import Backend
 from sqew.errors import ValidationError
+from sqew.locations import in_memory, sqlite_path
 
-
-def sqlite_path(target: str | os.PathLike[str]) -> str | None:
-    """The file path a target names if it is a SQLite file path or ``sqlite:///`` URL."""
-    text = os.fspath(target)
-    if text.startswith("sqlite:///"):
-        return text[len("sqlite:///") :]
-    if "://" in text:
-        return None
-    return text
+__all__ = ["Backend", "open_backend", "sqlite_path"]
 
 
 def open_backend(
@@ -40,8 +33,7 @@ def open_backend(
         raise ValidationError(f"unsupported database URL scheme '{scheme}'")
     if not path:
         raise ValidationError("empty database path")
-    if path == ":memory:" or path.startswith("file::memory:"):
-        # An in-memory database would vanish with its connection: nothing would be kept.
+    if in_memory(path):
         raise ValidationError("an in-memory database (:memory:) cannot hold a queue; give a file")
     from sqew.backends.sqlite import SqliteBackend
 

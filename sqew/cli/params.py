@@ -15,28 +15,14 @@ from collections.abc import Hashable, Sequence
 import msgspec
 import typer
 
-from sqew import errors, jsonlimits
-
-SQLITE_URL = "sqlite:///"
-MEMORY = ":memory:"
-
-
-def database_file(target: str) -> str | None:
-    """The file a ``--db`` target names: a path, or the path of a ``sqlite:///`` URL.
-
-    None for other URLs. (The backends' own reading of a target; the CLI reaches the backends
-    only through a Client.)
-    """
-    if target.startswith(SQLITE_URL):
-        return target[len(SQLITE_URL):]
-    return None if "://" in target else target
+from sqew import errors, jsonlimits, locations
 
 
 def check_database(target: str) -> str:
     """Refuse a ``--db`` that names SQLite's in-memory database: it would vanish with the command
     (and SQLite would create a file of that name instead). Returns ``target``."""
-    path = database_file(target)
-    if path == MEMORY or (path or "").startswith("file::memory:"):
+    path = locations.sqlite_path(target)
+    if path is not None and locations.in_memory(path):
         raise typer.BadParameter(
             f"'{target}' is an in-memory database, which would vanish when the command ends; "
             "give a file path", param_hint="'--db'")

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from sqew import errors
+from sqew import errors, locations
 from sqew.cli import output, params
 from sqew.cli.state import current
 
@@ -88,7 +88,7 @@ def health(ctx: typer.Context) -> None:
     """
     state = current(ctx)
     if not state.url:  # a database that is not there is unhealthy, not one to create
-        path = params.database_file(state.db)
+        path = locations.sqlite_path(state.db)
         if path is not None and not os.path.exists(path):
             raise errors.Unavailable(f"no database at '{state.db}' (health creates none)")
     result = state.client.health()

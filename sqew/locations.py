@@ -1,0 +1,27 @@
+"""Reading a database target (``--db``, ``Client(...)``): which SQLite file it names, if any.
+
+One reading for every layer: the backends open what it names, the CLI refuses what it cannot
+keep before opening anything.
+"""
+
+from __future__ import annotations
+
+import os
+
+SQLITE_URL = "sqlite:///"
+
+
+def sqlite_path(target: str | os.PathLike[str]) -> str | None:
+    """The file path a target names if it is a SQLite file path or ``sqlite:///`` URL."""
+    text = os.fspath(target)
+    if text.startswith(SQLITE_URL):
+        return text[len(SQLITE_URL):]
+    if "://" in text:
+        return None
+    return text
+
+
+def in_memory(path: str) -> bool:
+    """Whether a SQLite path names an in-memory database (it would vanish with its
+    connection: nothing would be kept)."""
+    return path == ":memory:" or path.startswith("file::memory:")
