@@ -300,6 +300,10 @@ class Tx(abc.ABC):
         """Remove an API key; True if there was one."""
 
     @abc.abstractmethod
+    def delete_keys_of_queue(self, queue: str) -> int:
+        """Remove the API keys bound to ``queue``; returns how many."""
+
+    @abc.abstractmethod
     def any_key(self) -> bool:
         """Whether any API key exists."""
 

@@ -36,6 +36,9 @@ class KeyStatements:
     def delete_key(self, key_id: str) -> bool:
         return self._rowcount("DELETE FROM api_keys WHERE id = :id", {"id": key_id}) > 0
 
+    def delete_keys_of_queue(self, queue: str) -> int:
+        return self._rowcount("DELETE FROM api_keys WHERE queue = :q", {"q": queue})
+
     def any_key(self) -> bool:
         return self._one("SELECT 1 FROM api_keys LIMIT 1") is not None
 

@@ -2,10 +2,9 @@
 
 A key is ``sqew_<id>_<secret>``: ``id`` (16 hex digits) is public — listings and revocation
 name it, and a presented key is looked up by it — and ``secret`` is 32 random bytes
-(base64url). Only the argon2id hash of the whole key is stored (argon2-cffi's defaults, RFC 9106's
-low-memory profile), so the database, a backup or a log of it never yields a working key.
-Verifying a hash is deliberately slow (tens of ms): callers cache what they verified
-(``sqew.server.auth``) and run verification away from the event loop.
+(base64url). Only the argon2id hash of the whole key is stored, so the database, a backup or
+a log of it never yields a working key. Verifying a hash is deliberately slow (tens of ms):
+callers cache what they verified (``sqew.server.auth``) and verify away from the event loop.
 
 Scopes (SPEC §2): ``produce`` (enqueue), ``consume`` (poll, ack, nack, extend-lease, peek, get),
 ``admin`` (everything, keys included). A key bound to a queue reaches that queue and its DLQ
@@ -38,7 +37,11 @@ Need = Literal["read", "produce", "consume", "admin"]
 """What an operation needs of a key: a scope, or ``read`` (any scope: a queue's settings and
 stats, the list of queues a key reaches)."""
 
-_hasher = argon2.PasswordHasher()  # argon2id; parameters are stored in each hash
+# argon2id with OWASP's recommended minimum (19 MiB, 2 passes, 1 lane): tens of ms and 19 MiB
+# per verification. A key is 32 random bytes, so the hash guards against nothing a slower one
+# would; the memory matters more, as a server may verify a few keys at once. Each hash records
+# its parameters, so hashes made with others keep verifying.
+_hasher = argon2.PasswordHasher(time_cost=2, memory_cost=19 * 1024, parallelism=1)
 
 
 def mint() -> tuple[str, str]:

@@ -176,3 +176,15 @@ def test_bad_key_requests_are_validation_errors_naming_the_field(
 
 def test_one_scope_may_be_given_as_a_string(admin: sqew.Client) -> None:
     assert admin.create_key("produce").scopes == ["produce"]
+
+
+def test_deleting_a_queue_revokes_the_keys_bound_to_it(admin: sqew.Client) -> None:
+    """A key bound to a removed queue must not reach a new queue that gets the same name."""
+    admin.create_queue("jobs")
+    bound = admin.create_key(["consume"], queue="jobs")
+    kept = admin.create_key(["produce"])
+    admin.delete_queue("jobs")
+    listed = {k.id for k in admin.list_keys()}
+    assert bound.id not in listed and kept.id in listed
+    admin.create_queue("jobs")
+    assert bound.id not in {k.id for k in admin.list_keys()}

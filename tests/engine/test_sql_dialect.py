@@ -148,6 +148,8 @@ def every_statement(calls: Calls) -> None:
     tx.touch_keys([("k1", now + 1), ("gone", now)])
     assert [k.last_used_at for k in tx.list_keys()] == [now + 1]
     assert tx.delete_key("k1") and not tx.delete_key("k1") and tx.get_key("k1") is None
+    tx.insert_key(key)
+    assert tx.delete_keys_of_queue("q") == 1 and not tx.any_key()
 
 
 @pytest.mark.parametrize("tx_class", [SqliteTx, NeutralOnSqlite])
