@@ -136,7 +136,7 @@ def verify(secret: str, proof: Proof, now_ms: int, queue: str) -> None:
     for candidate in candidates:
         matched |= hmac.compare_digest(expected, candidate.encode())
     if not matched:
-        raise _invalid("mismatch", f"the {HEADER} signature does not match the request: sign "
+        raise _invalid("mismatch", f"the {HEADER} header does not match the request: sign "
                        "\"<t>.\" + the exact body sent with the queue's hmac_secret")
 
 
