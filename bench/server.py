@@ -7,7 +7,8 @@ the Lua scripts in ``bench/lua/``, a separate process. Workloads, at 1, 16 and 6
 * ``healthz``: GET /healthz, the framework's ceiling (same server, same worker count);
 * ``enqueue``: POST one ~200-byte message; ``batch100``: POST 100 of them in one request;
 * ``enqueue hmac`` (16 connections, sqew alone): the same enqueue to a queue with an
-  ``hmac_secret``, each request carrying its ``X-Sqew-Signature``, beside the unsigned one;
+  ``hmac_secret``, each request carrying its ``X-Sqew-Signature``, right after the unsigned one
+  in each round; the ``hmac`` section runs that pair alone, in more rounds;
 * ``poll+ack``: poll(batch 10), then ack what came back, on each connection, on a queue filled
   with enough ready messages that it never runs dry;
 * ``cycle``: poll(10), ack, enqueue the same number again: the depth stays where it was, which
@@ -110,6 +111,12 @@ class Run:
     other_cpu: float = 0.0  # cores used by everything else on the machine (noise)
     depth: int | None = None  # ready messages at the start, where that matters
     note: str = ""
+
+    @property
+    def rps_per_cpu(self) -> float:
+        """Requests per second of the server's CPU: less sensitive than ``rps`` to other work
+        taking cores from the server on a shared machine."""
+        return self.rps / self.server_cpu if self.server_cpu else 0.0
 
     @property
     def valid(self) -> bool:
@@ -398,7 +405,9 @@ HMAC_CONNS = 16
 connections on the default server: issue #11's ratio."""
 
 
-SECTIONS = ("sqew", "granian", "depth", "moto")
+SECTIONS = ("sqew", "granian", "depth", "moto", "hmac")
+HMAC_ROUNDS = 5
+"""Rounds of the ``hmac`` section's pair (unsigned enqueue, signed enqueue) at least."""
 
 
 @dataclasses.dataclass
@@ -433,6 +442,8 @@ def run_all(plan: Plan, work: Path) -> Bench:
                 _interleave(bench, srv, label, SQEW_WORKLOADS, CONNS, plan.deep, signed)
                 if label == "sqew":
                     _wrk_threads(bench, srv, plan)
+    if "hmac" in plan.sections:
+        _hmac(bench, plan, work, logs)
     if "granian" in plan.sections:
         for label, workers, conns in (("granian", 1, CONNS), ("granian w2", 2, (16, 64))):
             db = copy_db(template, work / f"{label.replace(' ', '-')}.db")
@@ -451,9 +462,11 @@ Workload = tuple[str, str, tuple[str, ...]]
 
 def _interleave(bench: Bench, srv: Server, label: str, workloads: list[Workload],
                 conns: tuple[int, ...], deep: int,
-                extra: dict[int, list[Workload]] | None = None) -> None:
-    """Every workload at each of ``conns``, interleaved round by round; ``extra`` adds
-    workloads at some connection counts, each right after the unsigned enqueue."""
+                extra: dict[int, list[Workload]] | None = None,
+                rounds: int | None = None) -> None:
+    """Every workload at each of ``conns``, interleaved round by round (``rounds``, default
+    the bench's); ``extra`` adds workloads at some connection counts, each right after the
+    unsigned enqueue."""
     extra = extra or {}
     bench.warm(srv, [(script, args) for _, script, args in
                      [*workloads, *(w for ws in extra.values() for w in ws)]])
@@ -462,10 +475,23 @@ def _interleave(bench: Bench, srv: Server, label: str, workloads: list[Workload]
         if c in extra:
             at = next((i + 1 for i, w in enumerate(plan) if w[0] == "enqueue"), len(plan))
             plan[at:at] = extra[c]
-        for _ in range(bench.rounds):
+        for _ in range(rounds or bench.rounds):
             for workload, script, args in plan:
                 depth = deep if workload == "poll+ack" else None
                 bench.wrk(srv, label, workload, script, c, *args, depth=depth)
+
+
+def _hmac(bench: Bench, plan: Plan, work: Path, logs: Path) -> None:
+    """The signed/unsigned enqueue pair alone, on a server of its own (label ``sqew hmac``),
+    in more rounds than the rest: the ratio of two runs is at the mercy of whatever else this
+    shared machine runs meanwhile, and more pairs steady the medians."""
+    db = work / "hmac.db"
+    prefill(db, {ENQ_QUEUE: 0, HMAC_QUEUE: 0}, {HMAC_QUEUE: {"hmac_secret": HMAC_SECRET}})
+    label = "sqew hmac"
+    pair = [SQEW_WORKLOADS[1], HMAC_WORKLOAD]
+    with serving(lambda: sqew_server(label, db, logs)) as srv:
+        _interleave(bench, srv, label, pair, (HMAC_CONNS,), 0,
+                    rounds=max(plan.rounds, HMAC_ROUNDS))
 
 
 def _wrk_threads(bench: Bench, srv: Server, plan: Plan) -> None:
@@ -648,9 +674,14 @@ def checks(bench: Bench, deep: int) -> list[Check]:
             out.append(ratio(f"{server}: poll+ack / healthz (requests/s), c={c}",
                              cell(bench, server, "poll+ack", c),
                              cell(bench, server, "healthz", c), bound))
-    out.append(ratio(f"sqew: HMAC-signed enqueue / unsigned enqueue, c={HMAC_CONNS}",
-                     cell(bench, "sqew", HMAC_WORKLOAD[0], HMAC_CONNS),
-                     cell(bench, "sqew", "enqueue", HMAC_CONNS), 0.85))
+    for server in ("sqew", "sqew hmac"):
+        signed, unsigned = (cell(bench, server, w, HMAC_CONNS)
+                            for w in (HMAC_WORKLOAD[0], "enqueue"))
+        if signed.runs:
+            out.append(ratio(f"{server}: HMAC-signed enqueue / unsigned enqueue, "
+                             f"c={HMAC_CONNS}", signed, unsigned, 0.85))
+            out.append(ratio(f"{server}: the same, requests per server CPU-second",
+                             signed, unsigned, None, "rps_per_cpu"))
     for server, bound in (("sqew", 10.0), ("sqew full", None)):
         e = cell(bench, server, "enqueue", 16)
         out.append(Check(f"{server}: p99 enqueue latency, c=16", e.med("p99_ms"), bound, False,
