@@ -6,6 +6,9 @@ the Lua scripts in ``bench/lua/``, a separate process. Workloads, at 1, 16 and 6
 
 * ``healthz``: GET /healthz, the framework's ceiling (same server, same worker count);
 * ``enqueue``: POST one ~200-byte message; ``batch100``: POST 100 of them in one request;
+* ``enqueue hmac`` (16 connections, sqew alone): the same enqueue to a queue with an
+  ``hmac_secret``, each request carrying its ``X-Sqew-Signature``, right after the unsigned one
+  in each round; the ``hmac`` section runs that pair alone, in more rounds;
 * ``poll+ack``: poll(batch 10), then ack what came back, on each connection, on a queue filled
   with enough ready messages that it never runs dry;
 * ``cycle``: poll(10), ack, enqueue the same number again: the depth stays where it was, which
@@ -23,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
+import hmac
 import importlib.metadata
 import importlib.util
 import json
@@ -53,6 +58,10 @@ BIN = Path(sys.executable).parent
 CONNS = (1, 16, 64)
 QUEUE = "q"  # the poll+ack queue, prefilled
 ENQ_QUEUE = "bench"  # the enqueue queue
+HMAC_QUEUE = "bench-hmac"  # the signed enqueue queue
+HMAC_SECRET = "bench-hmac-secret-0123456789"
+SIGNED = "<X-Sqew-Signature>"
+"""A wrk script argument replaced by a fresh signature of enqueue.lua's body at each run."""
 SQS_BODY_NOTE = "the same payload as sqew's, as the MessageBody string"
 
 
@@ -61,6 +70,22 @@ def payload_text() -> str:
     text = (LUA / "common.lua").read_text()
     block = text[text.index("PAYLOAD ="):].split("\n\n")[0]
     return "".join(re.findall(r"'([^']*)'", block))
+
+
+def signature_now() -> str:
+    """``X-Sqew-Signature`` of enqueue.lua's body for ``HMAC_QUEUE``, timed now: valid for the
+    next 300 s (SPEC §2), longer than a wrk run. Computed here from the SPEC's formula: wrk's
+    LuaJIT has no HMAC, and doing SHA-256 in Lua per request would load the machine's two
+    cores with the load generator's work, not the server's."""
+    body = ('{"payload":' + payload_text() + "}").encode()
+    t = int(time.time())
+    mac = hmac.new(HMAC_SECRET.encode(), f"{t}.".encode() + body, hashlib.sha256).hexdigest()
+    return f"t={t},v1={mac}"
+
+
+def live(args: tuple[str, ...]) -> list[str]:
+    """Script arguments with ``SIGNED`` replaced by a signature of now."""
+    return [signature_now() if a == SIGNED else a for a in args]
 
 
 # --- results ------------------------------------------------------------------------------------
@@ -86,6 +111,12 @@ class Run:
     other_cpu: float = 0.0  # cores used by everything else on the machine (noise)
     depth: int | None = None  # ready messages at the start, where that matters
     note: str = ""
+
+    @property
+    def rps_per_cpu(self) -> float:
+        """Requests per second of the server's CPU: less sensitive than ``rps`` to other work
+        taking cores from the server on a shared machine."""
+        return self.rps / self.server_cpu if self.server_cpu else 0.0
 
     @property
     def valid(self) -> bool:
@@ -243,8 +274,10 @@ def moto_queue_url(server: Server, name: str) -> str:
 
 
 # --- databases ----------------------------------------------------------------------------------
-def prefill(path: Path, depths: dict[str, int]) -> float:
-    """Create ``path`` with the queues ``depths`` (name -> ready messages); returns seconds."""
+def prefill(path: Path, depths: dict[str, int],
+            settings: dict[str, dict[str, Any]] | None = None) -> float:
+    """Create ``path`` with the queues ``depths`` (name -> ready messages), with ``settings``
+    (name -> queue settings) where given; returns seconds."""
     import sqew
 
     started = time.monotonic()
@@ -252,7 +285,7 @@ def prefill(path: Path, depths: dict[str, int]) -> float:
     client = sqew.Client(str(path))
     try:
         for name, depth in depths.items():
-            client.create_queue(name)
+            client.create_queue(name, **(settings or {}).get(name, {}))
             left = depth
             while left > 0:
                 n = min(left, 1000)
@@ -296,7 +329,7 @@ class Bench:
         threads = threads or min(2, conns)
         seconds = seconds or self.duration
         cmd = ["wrk", f"-t{threads}", f"-c{conns}", f"-d{seconds:g}s", "--latency",
-               "--timeout", "30s", "-s", str(LUA / script), server.url, "--", *args]
+               "--timeout", "30s", "-s", str(LUA / script), server.url, "--", *live(args)]
         before_wrk = resource.getrusage(resource.RUSAGE_CHILDREN)
         before_srv = server.cpu_seconds()
         before_all = _busy_seconds()
@@ -332,7 +365,7 @@ class Bench:
         (imports finishing, statement caches, a full garbage collection) is not its speed."""
         for script, args in scripts:
             subprocess.run(["wrk", "-t2", "-c16", "-d1s", "--timeout", "30s", "-s",
-                            str(LUA / script), server.url, "--", *args],
+                            str(LUA / script), server.url, "--", *live(args)],
                            capture_output=True, check=False, timeout=120)
 
     def select(self, server: str, workload: str, conns: int, threads: int | None = None
@@ -365,9 +398,16 @@ SQEW_WORKLOADS: list[tuple[str, str, tuple[str, ...]]] = [
     ("poll+ack", "pollack.lua", (QUEUE, "10")),
 ]
 FAST_WORKLOADS = SQEW_WORKLOADS[:2]
+HMAC_WORKLOAD: tuple[str, str, tuple[str, ...]] = (
+    "enqueue hmac", "enqueue.lua", (HMAC_QUEUE, SIGNED))
+HMAC_CONNS = 16
+"""The signed enqueue runs beside the unsigned one (right after it, in every round) at 16
+connections on the default server: issue #11's ratio."""
 
 
-SECTIONS = ("sqew", "granian", "depth", "moto")
+SECTIONS = ("sqew", "granian", "depth", "moto", "hmac")
+HMAC_ROUNDS = 5
+"""Rounds of the ``hmac`` section's pair (unsigned enqueue, signed enqueue) at least."""
 
 
 @dataclasses.dataclass
@@ -387,7 +427,8 @@ def run_all(plan: Plan, work: Path) -> Bench:
     logs.mkdir(parents=True, exist_ok=True)
     template = work / "deep.db"
     if plan.sections & {"sqew", "granian", "depth"}:
-        secs = prefill(template, {QUEUE: plan.deep, ENQ_QUEUE: 0})
+        secs = prefill(template, {QUEUE: plan.deep, ENQ_QUEUE: 0, HMAC_QUEUE: 0},
+                       {HMAC_QUEUE: {"hmac_secret": HMAC_SECRET}})
         print(f"prefilled {plan.deep:,} messages in {secs:.1f} s", file=sys.stderr)
 
     if "sqew" in plan.sections:
@@ -397,9 +438,12 @@ def run_all(plan: Plan, work: Path) -> Bench:
             db = copy_db(template, work / f"{label.replace(' ', '-')}.db")
             with serving(lambda label=label, db=db, opts=opts: sqew_server(
                     label, db, logs, **opts)) as srv:
-                _interleave(bench, srv, label, SQEW_WORKLOADS, CONNS, plan.deep)
+                signed = {HMAC_CONNS: [HMAC_WORKLOAD]} if label == "sqew" else {}
+                _interleave(bench, srv, label, SQEW_WORKLOADS, CONNS, plan.deep, signed)
                 if label == "sqew":
                     _wrk_threads(bench, srv, plan)
+    if "hmac" in plan.sections:
+        _hmac(bench, plan, work, logs)
     if "granian" in plan.sections:
         for label, workers, conns in (("granian", 1, CONNS), ("granian w2", 2, (16, 64))):
             db = copy_db(template, work / f"{label.replace(' ', '-')}.db")
@@ -413,15 +457,41 @@ def run_all(plan: Plan, work: Path) -> Bench:
     return bench
 
 
-def _interleave(bench: Bench, srv: Server, label: str,
-                workloads: list[tuple[str, str, tuple[str, ...]]], conns: tuple[int, ...],
-                deep: int) -> None:
-    bench.warm(srv, [(script, args) for _, script, args in workloads])
+Workload = tuple[str, str, tuple[str, ...]]
+
+
+def _interleave(bench: Bench, srv: Server, label: str, workloads: list[Workload],
+                conns: tuple[int, ...], deep: int,
+                extra: dict[int, list[Workload]] | None = None,
+                rounds: int | None = None) -> None:
+    """Every workload at each of ``conns``, interleaved round by round (``rounds``, default
+    the bench's); ``extra`` adds workloads at some connection counts, each right after the
+    unsigned enqueue."""
+    extra = extra or {}
+    bench.warm(srv, [(script, args) for _, script, args in
+                     [*workloads, *(w for ws in extra.values() for w in ws)]])
     for c in conns:
-        for _ in range(bench.rounds):
-            for workload, script, args in workloads:
+        plan = list(workloads)
+        if c in extra:
+            at = next((i + 1 for i, w in enumerate(plan) if w[0] == "enqueue"), len(plan))
+            plan[at:at] = extra[c]
+        for _ in range(rounds or bench.rounds):
+            for workload, script, args in plan:
                 depth = deep if workload == "poll+ack" else None
                 bench.wrk(srv, label, workload, script, c, *args, depth=depth)
+
+
+def _hmac(bench: Bench, plan: Plan, work: Path, logs: Path) -> None:
+    """The signed/unsigned enqueue pair alone, on a server of its own (label ``sqew hmac``),
+    in more rounds than the rest: the ratio of two runs is at the mercy of whatever else this
+    shared machine runs meanwhile, and more pairs steady the medians."""
+    db = work / "hmac.db"
+    prefill(db, {ENQ_QUEUE: 0, HMAC_QUEUE: 0}, {HMAC_QUEUE: {"hmac_secret": HMAC_SECRET}})
+    label = "sqew hmac"
+    pair = [SQEW_WORKLOADS[1], HMAC_WORKLOAD]
+    with serving(lambda: sqew_server(label, db, logs)) as srv:
+        _interleave(bench, srv, label, pair, (HMAC_CONNS,), 0,
+                    rounds=max(plan.rounds, HMAC_ROUNDS))
 
 
 def _wrk_threads(bench: Bench, srv: Server, plan: Plan) -> None:
@@ -604,6 +674,14 @@ def checks(bench: Bench, deep: int) -> list[Check]:
             out.append(ratio(f"{server}: poll+ack / healthz (requests/s), c={c}",
                              cell(bench, server, "poll+ack", c),
                              cell(bench, server, "healthz", c), bound))
+    for server in ("sqew", "sqew hmac"):
+        signed, unsigned = (cell(bench, server, w, HMAC_CONNS)
+                            for w in (HMAC_WORKLOAD[0], "enqueue"))
+        if signed.runs:
+            out.append(ratio(f"{server}: HMAC-signed enqueue / unsigned enqueue, "
+                             f"c={HMAC_CONNS}", signed, unsigned, 0.85))
+            out.append(ratio(f"{server}: the same, requests per server CPU-second",
+                             signed, unsigned, None, "rps_per_cpu"))
     for server, bound in (("sqew", 10.0), ("sqew full", None)):
         e = cell(bench, server, "enqueue", 16)
         out.append(Check(f"{server}: p99 enqueue latency, c=16", e.med("p99_ms"), bound, False,

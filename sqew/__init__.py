@@ -8,6 +8,7 @@ from __future__ import annotations
 from sqew import errors
 from sqew.client.base import Client
 from sqew.client.local import LocalClient
+from sqew.core.signing import verify_signature
 from sqew.errors import SqewError
 from sqew.models import EnqueueResult, ItemResult, LeasedMessage, Message, Queue, Stats
 
@@ -25,4 +26,5 @@ __all__ = [
     "Stats",
     "__version__",
     "errors",
+    "verify_signature",
 ]

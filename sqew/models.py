@@ -250,7 +250,10 @@ class Message(Struct, kw_only=True):
     origin_queue: OriginQueue | UnsetType = UNSET
 
 
-class LeasedMessage(Message, kw_only=True):
+# dict=True: a client keeps the payload's text as stored (what ``signature`` covers) beside the
+# decoded ``payload``, for sqew.verify_signature, in an attribute that is not a field: never
+# encoded (sqew.core.signing.keep_payload_text).
+class LeasedMessage(Message, kw_only=True, dict=True):
     """A message leased by a poll: ``token`` acks or nacks it until ``lease_expires_at``."""
 
     token: str

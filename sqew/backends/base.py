@@ -72,6 +72,9 @@ class QueueLimits(NamedTuple):
     depth: int
     rl_tokens: float
     rl_at: int
+    hmac_secret: str | None
+    """Checked against an HTTP enqueue's signature (``sqew.core.signing``), read here, in the
+    enqueue's transaction, so a secret just changed applies to the next enqueue."""
 
 
 class MessageRow(NamedTuple):

@@ -75,6 +75,13 @@ def root(
         typer.Option("--api-key", envvar="SQEW_API_KEY", metavar="KEY",
                      help="API key for --url (sent as a Bearer token)."),
     ] = None,
+    hmac_secret: Annotated[
+        str | None,
+        typer.Option("--hmac-secret", envvar="SQEW_HMAC_SECRET", metavar="SECRET",
+                     show_default=False,
+                     help="Sign enqueues over --url with this secret (the queue's "
+                          "hmac_secret); never printed."),
+    ] = None,
     json_: Annotated[
         bool,
         typer.Option("--json", envvar="SQEW_JSON",
@@ -91,6 +98,7 @@ def root(
     if not url:
         params.check_database(db)
     state = State(db=db, url=url, api_key=api_key, json=json_)
+    state.hmac_secret = hmac_secret or None
     ctx.obj = state
     ctx.call_on_close(state.close)
 
@@ -136,7 +144,7 @@ _register()
 
 # --- global options anywhere ---------------------------------------------------------------------
 _GLOBAL_FLAGS = frozenset({"--json"})
-_GLOBAL_VALUED = frozenset({"--db", "--url", "--api-key"})
+_GLOBAL_VALUED = frozenset({"--db", "--url", "--api-key", "--hmac-secret"})
 
 
 # Commands are Click-style objects (Typer vendors Click privately), so they are read by duck

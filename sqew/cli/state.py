@@ -29,6 +29,8 @@ class State:
         self.api_key = api_key
         self.json = json
         self._client: Client | None = None
+        self.hmac_secret: str | None = None
+        """Signs enqueues in remote mode (``--hmac-secret``); a local file needs none."""
 
     @property
     def client(self) -> Client:
@@ -41,7 +43,9 @@ class State:
         if self.url:
             try:
                 # Client() dispatches an http(s) URL to sqew.client.http.HttpClient.
-                return Client(self.url, api_key=self.api_key)  # type: ignore[abstract]
+                return Client(  # type: ignore[abstract]
+                    self.url, api_key=self.api_key, hmac_secret=self.hmac_secret
+                )
             except ImportError:
                 raise errors.Unavailable(
                     "this sqew cannot talk to a server: sqew.client.http is not available"

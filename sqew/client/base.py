@@ -22,6 +22,9 @@ class Client(abc.ABC):
 
     ``Client(target)`` picks the implementation: an ``http://``/``https://`` URL gives an
     ``HttpClient``; a file path, ``sqlite:///…`` or database URL gives a ``LocalClient``.
+    ``Client(target, hmac_secret=...)`` signs every enqueue to a server (a queue with an
+    ``hmac_secret`` requires it); on a file it is accepted and nothing is checked (the file's
+    owner is trusted). ``sqew.verify_signature`` checks a leased message's ``signature``.
 
     Attributes:
         max_json_depth: the deepest payload this client enqueues (``sqew.jsonlimits``): SPEC's

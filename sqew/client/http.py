@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import math
 import ssl
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -20,11 +20,22 @@ import msgspec
 
 from sqew import __version__, errors, jsonlimits, models
 from sqew.client.base import Client, convert, key_create, key_id, message_in, messages_in
+from sqew.core import signing
 
 T = TypeVar("T")
 DEFAULT_TIMEOUT_S = 30.0
 _encode = msgspec.json.Encoder().encode
 _ENVELOPE = msgspec.json.Decoder(dict[str, Any])
+
+
+class _RawPayload(msgspec.Struct):
+    payload: msgspec.Raw
+
+
+class _RawPayloads(msgspec.Struct):
+    """A poll's answer read again for the payloads' exact text (the other fields ignored)."""
+
+    messages: list[_RawPayload]
 
 
 class HttpClient(Client):
@@ -33,6 +44,9 @@ class HttpClient(Client):
     Args:
         target: the server's base URL, e.g. ``http://127.0.0.1:8888``.
         api_key: sent as ``Authorization: Bearer <key>``.
+        hmac_secret: sign every enqueue with it (the ``X-Sqew-Signature`` header over the
+            exact body sent), as a queue with that ``hmac_secret`` requires; several secrets
+            give one ``v1=`` each (while a queue's secret changes). Never sent itself.
         timeout: seconds to wait for a response (a long poll adds its ``wait_ms``).
         http: an ``httpx.Client`` to use instead of a new one (its base URL is kept); it is
             not closed by ``close()``.
@@ -47,10 +61,12 @@ class HttpClient(Client):
         target: str = "http://127.0.0.1:8888",
         *,
         api_key: str | None = None,
+        hmac_secret: str | Sequence[str] | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
         http: httpx.Client | None = None,
     ) -> None:
         self.base_url = str(target).rstrip("/")
+        self._hmac_secret = hmac_secret or None
         self.timeout = timeout
         headers = {"user-agent": f"sqew/{__version__}", "accept": "application/json"}
         if api_key:
@@ -71,11 +87,14 @@ class HttpClient(Client):
         params: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
         timeout: float | None = None,
+        signed: bool = False,
     ) -> httpx.Response:
         content = None if body is None else _encode(body)
         all_headers = dict(self._headers)
         if content is not None:
             all_headers["content-type"] = "application/json"
+            if signed and self._hmac_secret is not None:  # over the very bytes sent
+                all_headers[signing.HEADER] = signing.header(self._hmac_secret, content)
         all_headers.update(headers or {})
         query = {k: v for k, v in (params or {}).items() if v is not None}
         try:
@@ -98,7 +117,9 @@ class HttpClient(Client):
         return path if str(self._http.base_url) else self.base_url + path
 
     def _call(self, type_: type[T], method: str, path: str, **kwargs: Any) -> T:
-        response = self._request(method, path, **kwargs)
+        return self._decode(type_, self._request(method, path, **kwargs), path)
+
+    def _decode(self, type_: type[T], response: httpx.Response, path: str) -> T:
         try:
             return msgspec.json.decode(response.content, type=type_)
         except msgspec.MsgspecError as exc:
@@ -154,7 +175,7 @@ class HttpClient(Client):
             max_json_depth=self.max_json_depth,
         )
         return self._call(models.EnqueueResult, "POST", f"/queues/{self._q(queue)}/messages",
-                          body=msg)
+                          body=msg, signed=True)
 
     def enqueue_batch(
         self, queue: str, messages: Iterable[Mapping[str, Any]]
@@ -162,7 +183,7 @@ class HttpClient(Client):
         batch = messages_in(messages, max_json_depth=self.max_json_depth)
         result = self._call(models.EnqueueBatchResult, "POST",
                             f"/queues/{self._q(queue)}/messages",
-                            body=models.MessageBatchIn(batch))
+                            body=models.MessageBatchIn(batch), signed=True)
         return result.messages
 
     def poll(
@@ -170,9 +191,16 @@ class HttpClient(Client):
     ) -> list[models.LeasedMessage]:
         params = {"batch": batch, "wait_ms": wait_ms, "visibility_ms": visibility_ms}
         waited = max(0, wait_ms) / 1000 if isinstance(wait_ms, int) else 0
-        result = self._call(models.LeasedMessageList, "POST", f"/queues/{self._q(queue)}/poll",
-                            params=params, timeout=self.timeout + waited)
-        return result.messages
+        path = f"/queues/{self._q(queue)}/poll"
+        response = self._request("POST", path, params=params, timeout=self.timeout + waited)
+        messages = self._decode(models.LeasedMessageList, response, path).messages
+        if any(m.signature is not msgspec.UNSET for m in messages):
+            # The signature covers the payload's text as stored, which decoding loses: keep it
+            # (the server sends it as stored) for sqew.verify_signature.
+            raws = self._decode(_RawPayloads, response, path).messages
+            for m, raw in zip(messages, raws, strict=True):
+                signing.keep_payload_text(m, bytes(raw.payload).decode())
+        return messages
 
     def ack(self, queue: str, id: int, token: str) -> models.ItemResult:
         body = {"id": id, "token": token}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -13,6 +13,7 @@ import msgspec
 from sqew import errors, models
 from sqew.backends import open_backend
 from sqew.client.base import Client, convert, key_create, key_id, message_in, messages_in
+from sqew.core import signing
 from sqew.core.clock import Clock, system_clock
 from sqew.core.service import QueueService, check_range
 from sqew.core.writer import run_blocking, run_sync
@@ -24,6 +25,9 @@ M = TypeVar("M", bound=models.Message)
 def _decoded(messages: list[M]) -> list[M]:
     for m in messages:
         if isinstance(m.payload, msgspec.Raw):
+            if isinstance(m, models.LeasedMessage) and m.signature is not msgspec.UNSET:
+                # what the signature covers, for sqew.verify_signature
+                signing.keep_payload_text(m, bytes(m.payload).decode())
             m.payload = _decode(m.payload)
     return messages
 
@@ -38,6 +42,11 @@ class LocalClient(Client):
         upgrade: apply pending migrations to an existing database.
         reap_interval_ms: how often (by ``clock``) a poll or a read runs the reaper first.
         rng: the randomness of backoff jitter (seed it for repeatable runs).
+        hmac_secret: accepted so that ``Client(target, hmac_secret=...)`` works for a file
+            as for a server, and not used: an enqueue here is not signed or checked, as the
+            owner of the database file, who runs this client, can read every queue's secret
+            anyway (the file's permissions are the boundary). Leased messages still carry
+            their ``signature``.
     """
 
     def __init__(
@@ -49,6 +58,7 @@ class LocalClient(Client):
         upgrade: bool = False,
         reap_interval_ms: int = 1000,
         rng: random.Random | None = None,
+        hmac_secret: str | Sequence[str] | None = None,
     ) -> None:
         self.target = os.fspath(target)
         backend = open_backend(target, durability=durability, upgrade=upgrade)

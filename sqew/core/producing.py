@@ -2,8 +2,8 @@
 
 A plain enqueue (no idempotency key) finds and counts its queue in one statement and inserts
 its rows in one more; plain enqueues to one queue in one group commit merge into one counting
-statement and one multi-row insert. Each request is still validated, admitted by the quotas and
-failed on its own.
+statement and one multi-row insert. Each request is still validated, checked against its
+queue's HMAC secret, admitted by the quotas and failed on its own.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import msgspec
 
 from sqew import errors, models
 from sqew.backends.base import NewMessage, QueueLimits, QueueRow, Tx
-from sqew.core import rules
+from sqew.core import rules, signing
 from sqew.core.delivering import queue_row
 from sqew.core.writer import Op, Outcome
 
@@ -31,14 +31,23 @@ def check_batch(messages: Sequence[models.MessageIn]) -> None:
 
 
 class Enqueue(Op[Results]):
-    """Enqueue ``messages`` to ``queue`` all-or-nothing; duplicates return the first id."""
+    """Enqueue ``messages`` to ``queue`` all-or-nothing; duplicates return the first id.
 
-    __slots__ = ("keyed", "messages", "notify", "queue")
+    ``proof``: the signature and raw body of an enqueue that came over HTTP, checked against
+    the queue's ``hmac_secret`` (read in this transaction) before anything else; None for a
+    caller that is not checked (see ``QueueService.enqueue``).
+    """
 
-    def __init__(self, queue: str, messages: Sequence[models.MessageIn]) -> None:
+    __slots__ = ("keyed", "messages", "notify", "proof", "queue")
+
+    def __init__(
+        self, queue: str, messages: Sequence[models.MessageIn],
+        proof: signing.Proof | None = None,
+    ) -> None:
         check_batch(messages)
         self.queue = queue
         self.messages = messages
+        self.proof = proof
         self.keyed = any(m.idempotency_key is not None for m in messages)
         self.notify = (queue,)
 
@@ -48,11 +57,19 @@ class Enqueue(Op[Results]):
 
     def run(self, tx: Tx, now: int) -> Results:
         if self.keyed:  # duplicates are found inside: count after
-            return insert(tx, queue_row(tx, self.queue), self.messages, now)
+            q = queue_row(tx, self.queue)
+            self.check(q.hmac_secret, now)
+            return insert(tx, q, self.messages, now)
         limits = tx.reserve(self.queue, len(self.messages))  # find the queue, count the batch
         if limits is None:
             raise errors.queue_not_found(self.queue)
+        self.check(limits.hmac_secret, now)
         return insert_reserved(tx, limits, self.messages, now)
+
+    def check(self, secret: str | None, now: int) -> None:
+        """Raise ``InvalidSignature`` unless the enqueue is unchecked or its proof holds."""
+        if secret is not None and self.proof is not None:
+            signing.verify(secret, self.proof, now, self.queue)
 
     @classmethod
     def run_merged(cls, tx: Tx, ops: Sequence[Any], now: int) -> list[Outcome]:
@@ -65,12 +82,13 @@ class Enqueue(Op[Results]):
             raise errors.queue_not_found(queue)
         if q.max_depth or q.rate_limit_per_s:  # quotas admit request by request, in order
             tx.add_counters(q.id, depth=-total, enqueued_total=-total)
-            return [_alone(tx, queue, p.messages, now) for p in parts]
+            return [_alone(tx, q, p, now) for p in parts]
         outcomes: list[Outcome] = []
         rows: list[NewMessage] = []
         spans: list[tuple[int, int] | None] = []
         for p in parts:
-            try:
+            try:  # a bad signature or message fails its own request only
+                p.check(q.hmac_secret, now)
                 part = [_row(q, m, i, now) for i, m in enumerate(p.messages)]
             except errors.SqewError as exc:
                 outcomes.append((False, exc))
@@ -92,10 +110,11 @@ class Enqueue(Op[Results]):
         return outcomes
 
 
-def _alone(tx: Tx, queue: str, messages: Sequence[models.MessageIn], now: int) -> Outcome:
+def _alone(tx: Tx, q: QueueLimits, op: Enqueue, now: int) -> Outcome:
     try:
+        op.check(q.hmac_secret, now)
         with tx.savepoint():
-            return True, insert(tx, queue_row(tx, queue), messages, now)
+            return True, insert(tx, queue_row(tx, op.queue), op.messages, now)
     except errors.SqewError as exc:
         return False, exc
 

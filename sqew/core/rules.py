@@ -1,9 +1,7 @@
-"""Pure rules of SPEC §1: defaults, ranges across fields, backoff, signatures. No I/O."""
+"""Pure rules of SPEC §1: defaults, ranges across fields, backoff. No I/O."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import random
 
 from sqew import errors, models, queue_settings
@@ -62,11 +60,6 @@ def backoff_ms(attempts: int, base_ms: int, max_ms: int, rng: random.Random | No
     delay = max_ms if exponent >= 64 else min(max_ms, base_ms * (1 << exponent))
     jitter = (rng or random).random() * 0.1 * delay
     return int(delay + jitter)
-
-
-def sign(secret: str, payload: str) -> str:
-    """Hex HMAC-SHA256 of a payload's text under a queue's secret."""
-    return hmac.new(secret.encode(), payload.encode(), hashlib.sha256).hexdigest()
 
 
 MAX_RETRY_AFTER_S = 86_400.0

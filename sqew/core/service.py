@@ -27,7 +27,16 @@ import msgspec
 from sqew import errors, models
 from sqew.backends.base import Backend, KeyRow, Tx
 from sqew.core import administering as admin
-from sqew.core import delivering, keys, maintenance, producing, rules, views, waiting
+from sqew.core import (
+    delivering,
+    keys,
+    maintenance,
+    producing,
+    rules,
+    signing,
+    views,
+    waiting,
+)
 from sqew.core.clock import Clock, system_clock
 from sqew.core.writer import DirectWriter, Offload, Op, Writer, inline
 
@@ -136,10 +145,27 @@ class QueueService:
 
     # --- messages -------------------------------------------------------------------------------
     async def enqueue(
-        self, queue: str, messages: Sequence[models.MessageIn]
+        self, queue: str, messages: Sequence[models.MessageIn],
+        proof: signing.Proof | None = None,
     ) -> list[models.EnqueueResult]:
-        """Enqueue messages all-or-nothing; duplicates (idempotency) return the first id."""
-        return await self._writer.write(producing.Enqueue(queue, messages))
+        """Enqueue messages all-or-nothing; duplicates (idempotency) return the first id.
+
+        Args:
+            queue: the queue's name.
+            messages: the validated messages.
+            proof: what a remote caller offers for a queue with an ``hmac_secret``: the
+                ``X-Sqew-Signature`` header (None if absent) and the exact raw request body.
+                A transport that takes requests from others (the REST server) gives one for
+                every enqueue, whatever the queue; on a queue with a secret it must hold, else
+                ``InvalidSignature``. None means the caller is trusted: the embedded Client
+                and the local CLI run as the database file's owner, who can read the secret
+                anyway, and are not checked.
+
+        Raises:
+            sqew.errors.InvalidSignature: ``proof`` given, and missing, malformed, outside
+                ``signing.TOLERANCE_S`` of the service's clock, or not matching the body.
+        """
+        return await self._writer.write(producing.Enqueue(queue, messages, proof))
 
     async def poll(
         self, queue: str, *, batch: int = 1, wait_ms: int = 0, visibility_ms: int | None = None

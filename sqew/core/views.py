@@ -8,7 +8,7 @@ import msgspec
 
 from sqew import models, queue_settings
 from sqew.backends.base import MessageRow, QueueRow
-from sqew.core import rules
+from sqew.core import rules, signing
 
 _decode_attrs = msgspec.json.Decoder(dict[str, str]).decode
 
@@ -71,7 +71,7 @@ def leased(row: MessageRow, q: QueueRow) -> models.LeasedMessage:
         lease_expires_at=row.lease_expires_at or 0,
     )
     if q.hmac_secret:
-        m.signature = rules.sign(q.hmac_secret, row.payload)
+        m.signature = signing.sign(q.hmac_secret, row.payload)
     return m
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,6 +21,7 @@ from sqew.backends import open_backend
 from sqew.backends.base import WriteSession
 from sqew.backends.sqlite import SqliteBackend
 from sqew.backends.sqlite import connection as sqlite_connection
+from sqew.core import signing
 from sqew.core.service import QueueService
 from sqew.server import runtime as server_runtime
 
@@ -134,6 +136,32 @@ def test_merged_enqueues_respect_max_depth_request_by_request(db: Path) -> None:
     with sqew.Client(str(db)) as c:
         stats = c.stats("capped")
         assert stats.ready == stats.enqueued_total == 5
+
+
+def test_merged_enqueues_with_bad_signatures_fail_alone_in_one_commit(db: Path) -> None:
+    secret = "a-secret-of-16-bytes-or-more"
+    with sqew.Client(str(db)) as c:
+        c.create_queue("signed", hmac_secret=secret)
+    body = b'{"payload": 1}'
+    t = int(time.time())
+    good = signing.Proof(signing.header(secret, body, t), body)
+    bad = [signing.Proof(None, body), signing.Proof(signing.header(secret, b"x", t), body),
+           signing.Proof("t=1", body), signing.Proof(signing.header(secret, body, t - 301), body)]
+
+    async def body_(s: QueueService) -> list[Any]:
+        futures = []
+        for i in range(20):
+            proof = bad[i // 2 % 4] if i % 2 else good
+            futures.append(soon(s.enqueue("signed", [msg(i)], proof)))
+        futures.append(soon(s.enqueue("signed", [msg("trusted")])))  # no proof: not checked
+        return await settle(futures)
+
+    outcomes, writes = commits(db, body_)
+    assert writes == 1
+    assert ["ok" if isinstance(o, list) else o for o in outcomes] == (
+        ["ok", "InvalidSignature"] * 10 + ["ok"])
+    with sqew.Client(str(db)) as c:
+        assert c.stats("signed").ready == c.stats("signed").enqueued_total == 11
 
 
 def test_keyed_enqueues_and_other_writes_join_the_same_group(db: Path) -> None:

@@ -14,6 +14,7 @@ from litestar.params import HeaderParameter, Parameter, PathParameter
 from litestar.types import ASGIApp
 
 from sqew import errors, models
+from sqew.core import signing
 from sqew.server import wire
 from sqew.server.runtime import runtime
 from sqew.server.wire import JsonResponse
@@ -35,6 +36,17 @@ IdempotencyHeader = Annotated[
                     schema_extra={"min_length": 1, "max_length": 128,
                                   "pattern": models.IDEMPOTENCY_KEY_PATTERN}),
 ]
+_SIGNATURE_HEADER = signing.HEADER.lower().encode()
+# Read by the handler from the raw headers (``_signature``), so that a repeated header is seen
+# (and refused as malformed on a queue with a secret) rather than reduced to its first value.
+SignatureHeader = Annotated[
+    str | None,
+    HeaderParameter(name=signing.HEADER, description=(
+        "On a queue with an hmac_secret (required there): t=<unix seconds>,v1=<hex "
+        "HMAC-SHA256(secret, \"<t>.\" + the raw body)>, t within 300 s of the server's "
+        "time; several v1= may be given (one must match)"),
+        schema_extra={"pattern": r"^t=[0-9]+(,v1=[0-9a-f]{64})+" + models.END_OF_TEXT}),
+]
 Batch = Annotated[int, Parameter(ge=1, le=models.MAX_POLL_BATCH, description="most messages")]
 WaitMs = Annotated[int, Parameter(ge=0, le=models.MAX_WAIT_MS, description="long-poll wait")]
 VisibilityMs = Annotated[
@@ -52,11 +64,18 @@ PeekLimit = Annotated[int, Parameter(ge=1, le=100, description="most messages")]
            "returns": models.EnqueueResult | models.EnqueueBatchResult},
       summary="Enqueue messages")
 async def enqueue(
-    request: Req, q: wire.QueuePath, idempotency_key: IdempotencyHeader = None
+    request: Req, q: wire.QueuePath, idempotency_key: IdempotencyHeader = None,
+    x_sqew_signature: SignatureHeader = None,
 ) -> ASGIApp:
-    """Enqueue one message, or ``{"messages": [...]}`` (≤ 1000, all or nothing)."""
+    """Enqueue one message, or ``{"messages": [...]}`` (≤ 1000, all or nothing).
+
+    On a queue with an ``hmac_secret`` the request must carry a valid ``X-Sqew-Signature``
+    over its exact body (a batch is signed as one body), else 401 ``InvalidSignature``.
+    """
     rt = runtime(request)
     body = await wire.read_body(request, rt.settings.max_body_bytes)
+    # Every request offers its proof; the service checks it only on a queue with a secret.
+    proof = signing.Proof(None if x_sqew_signature is None else _signature(request), body)
     if idempotency_key is not None:
         idempotency_key = _idempotency_key(request)
     if _MESSAGES.match(body):
@@ -67,12 +86,12 @@ async def enqueue(
                 details=[{"field": "Idempotency-Key", "message": "not allowed with a batch"}],
             )
         batch = wire.decode_batch(body, rt.settings.max_json_depth)
-        results = await rt.service.enqueue(q, batch.messages)
+        results = await rt.service.enqueue(q, batch.messages, proof)
         return JsonResponse(models.EnqueueBatchResult(results), 201)
     message = wire.decode_message(body, rt.settings.max_json_depth)
     if idempotency_key is not None:
         message = _with_key(message, idempotency_key)
-    (result,) = await rt.service.enqueue(q, [message])
+    (result,) = await rt.service.enqueue(q, [message], proof)
     return JsonResponse(result, 201)
 
 
@@ -91,6 +110,13 @@ def _idempotency_key(request: Req) -> str:
                                  "in": "header"}],
         )
     return key.decode("ascii")
+
+
+def _signature(request: Req) -> str:
+    """The request's X-Sqew-Signature, repeated headers joined with "," as HTTP allows (which
+    ``signing.parse`` refuses: two ``t=``)."""
+    values = [v for k, v in request.scope["headers"] if k == _SIGNATURE_HEADER]
+    return ",".join(v.decode("latin-1") for v in values)
 
 
 def _with_key(message: models.MessageIn, key: str) -> models.MessageIn:
