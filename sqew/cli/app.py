@@ -75,6 +75,12 @@ def root(
         typer.Option("--api-key", envvar="SQEW_API_KEY", metavar="KEY",
                      help="API key for --url (sent as a Bearer token)."),
     ] = None,
+    ca_cert: Annotated[
+        str | None,
+        typer.Option("--ca-cert", envvar="SQEW_CA_CERT", metavar="FILE",
+                     help="Verify an https:// --url against this CA certificate (PEM) "
+                     "instead of the system's."),
+    ] = None,
     json_: Annotated[
         bool,
         typer.Option("--json", envvar="SQEW_JSON",
@@ -90,7 +96,7 @@ def root(
         url = _choose_url(ctx, url)
     if not url:
         params.check_database(db)
-    state = State(db=db, url=url, api_key=api_key, json=json_)
+    state = State(db=db, url=url, api_key=api_key, json=json_, ca_cert=ca_cert)
     ctx.obj = state
     ctx.call_on_close(state.close)
 
@@ -135,7 +141,7 @@ _register()
 
 # --- global options anywhere ---------------------------------------------------------------------
 _GLOBAL_FLAGS = frozenset({"--json"})
-_GLOBAL_VALUED = frozenset({"--db", "--url", "--api-key"})
+_GLOBAL_VALUED = frozenset({"--db", "--url", "--api-key", "--ca-cert"})
 
 
 # Commands are Click-style objects (Typer vendors Click privately), so they are read by duck
