@@ -282,13 +282,13 @@ def _private_ca(path: str) -> ssl.SSLContext:
     """A TLS context verifying servers against the CA certificates in ``path`` only."""
     try:
         return ssl.create_default_context(cafile=path)
+    except ssl.SSLError as exc:  # (an OSError too: first)
+        raise errors.ValidationError(
+            f"'{path}' is not a PEM CA certificate: {exc.reason or exc}"
+        ) from None
     except OSError as exc:
         raise errors.ValidationError(
             f"cannot read the CA certificate '{path}': {exc.strerror or exc}"
-        ) from None
-    except ssl.SSLError as exc:
-        raise errors.ValidationError(
-            f"'{path}' is not a PEM CA certificate: {exc.reason or exc}"
         ) from None
 
 

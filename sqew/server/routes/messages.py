@@ -103,7 +103,7 @@ def _with_key(message: models.MessageIn, key: str) -> models.MessageIn:
 
 
 @post("/queues/{q:str}/poll", operation_id="poll", status_code=200,
-      opt={"returns": models.LeasedMessageList}, summary="Lease messages")
+      opt={"returns": models.LeasedMessageList, "errors": ("503",)}, summary="Lease messages")
 async def poll(
     request: Req, q: wire.QueuePath, batch: Batch = 1, wait_ms: WaitMs = 0,
     visibility_ms: VisibilityMs = None,
