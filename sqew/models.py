@@ -356,6 +356,46 @@ class RequeueIn(_Request):
     ids: Annotated[list[MessageId], Meta(max_length=10000)] | None = None
 
 
+# --- API keys -----------------------------------------------------------------------------------
+Scope = Literal["produce", "consume", "admin"]
+KEY_NAME_MAX = 100
+
+
+class KeyCreate(_Request, kw_only=True):
+    """Body of ``POST /keys``: what the new key may do (``queue``: bind it to one queue)."""
+
+    name: Annotated[str, Meta(min_length=1, max_length=KEY_NAME_MAX)] | None = None
+    queue: QueueName | None = None
+    scopes: Annotated[list[Scope], Meta(min_length=1, max_length=3)]
+
+    def __post_init__(self) -> None:
+        if len(set(self.scopes)) != len(self.scopes):
+            raise ValueError("scopes must not repeat a scope")
+
+
+class ApiKey(Struct, kw_only=True):
+    """An API key as listed: never the key or its hash."""
+
+    id: str
+    name: str | None
+    queue: str | None
+    scopes: list[str]
+    created_at: int
+    last_used_at: int | None
+
+
+class KeyCreated(ApiKey, kw_only=True):
+    """Body of ``POST /keys``'s answer: the key itself, shown this once."""
+
+    key: str
+
+
+class KeyList(Struct):
+    """Body of ``GET /keys``."""
+
+    keys: list[ApiKey]
+
+
 class Health(Struct):
     """Body of ``/healthz``."""
 

@@ -93,6 +93,19 @@ class MessageRow(NamedTuple):
     """The queue a dead-lettered message came from (None outside a DLQ)."""
 
 
+class KeyRow(NamedTuple):
+    """A row of the ``api_keys`` table: an API key's hash and what it may do."""
+
+    id: str
+    name: str | None
+    queue: str | None
+    scopes: str
+    """Comma-separated, sorted."""
+    hash: str
+    created_at: int
+    last_used_at: int | None
+
+
 NewMessage = tuple[int, str, int, str | None, int, int, int, bool]
 """(queue_id, payload, priority, attributes_json, enqueued_at, available_at, expires_at, lifo)."""
 
@@ -268,6 +281,36 @@ class Tx(abc.ABC):
     @abc.abstractmethod
     def reap_dedup(self, queue_id: int | None, now: int, limit: int) -> int:
         """Delete up to ``limit`` expired idempotency records; returns how many."""
+
+    # --- API keys -------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def insert_key(self, row: KeyRow) -> None:
+        """Store a new API key (its hash, never the key)."""
+
+    @abc.abstractmethod
+    def get_key(self, key_id: str) -> KeyRow | None:
+        """The API key with id ``key_id``, or None."""
+
+    @abc.abstractmethod
+    def list_keys(self) -> list[KeyRow]:
+        """Every API key, oldest first."""
+
+    @abc.abstractmethod
+    def delete_key(self, key_id: str) -> bool:
+        """Remove an API key; True if there was one."""
+
+    @abc.abstractmethod
+    def delete_keys_of_queue(self, queue: str) -> int:
+        """Remove the API keys bound to ``queue``; returns how many."""
+
+    @abc.abstractmethod
+    def any_key(self) -> bool:
+        """Whether any API key exists."""
+
+    @abc.abstractmethod
+    def touch_keys(self, used: Sequence[tuple[str, int]]) -> None:
+        """Set ``last_used_at`` of keys from (key id, time) pairs (ids gone meanwhile are
+        skipped)."""
 
 
 Offload = Callable[[Callable[[], Any]], Awaitable[Any]]

@@ -143,3 +143,17 @@ archive = Table(
     Column("last_error", Text, nullable=True),
 )
 Index("ix_archive_queue_id", archive.c.queue_id, archive.c.id)
+
+api_keys = Table(
+    "api_keys",
+    metadata,
+    # The public part of a key (``sqew_<id>_<secret>``): what listings and revocation name.
+    Column("id", String(32), primary_key=True),
+    Column("name", String(100), nullable=True),
+    # A key bound to a queue reaches that queue and its DLQ only (null: every queue).
+    Column("queue", String(100), nullable=True),
+    Column("scopes", String(64), nullable=False),  # comma-separated, sorted
+    Column("hash", Text, nullable=False),  # argon2id of the whole key; never the key
+    Column("created_at", BigInteger, nullable=False),
+    Column("last_used_at", BigInteger, nullable=True),
+)

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 
 from sqew.backends.base import MessageRow, NewMessage, QueueRow, Tx
 from sqew.backends.paramstyle import PyformatConnection
+from sqew.backends.sql_keys import KeyStatements
 from sqew.backends.sql_queues import QueueStatements
 
 _MSG_COLS = ", ".join(MessageRow._fields)
@@ -34,7 +35,7 @@ LEASE_EXPIRED = "lease expired"
 """``last_error`` of a message dead-lettered because its last allowed lease ran out."""
 
 
-class SqlTx(QueueStatements, Tx):
+class SqlTx(QueueStatements, KeyStatements, Tx):
     """The contract's statements on one DB-API connection inside an open transaction.
 
     Hooks a dialect overrides (the defaults are PostgreSQL's, which is also plain SQL):

@@ -127,13 +127,14 @@ def _source(ctx: typer.Context, name: str) -> str | None:
 
 def _register() -> None:
     # Imported here, after `app` exists, because each module registers into it.
-    from sqew.cli import db, dlq, message, queue, serve, stats
+    from sqew.cli import db, dlq, keys, message, queue, serve, stats
 
     app.add_typer(db.app, name="db")
     app.add_typer(queue.app, name="queue")
     app.add_typer(message.app, name="message")
     app.add_typer(dlq.app, name="dlq")
     app.command("stats")(stats.stats)
+    app.add_typer(keys.app, name="keys")
     serve.register(app)
 
 

@@ -244,3 +244,37 @@ def results_lines(results: Sequence[models.ItemResult]) -> Callable[[Console], N
             c.print(f"{r.id} {r.status}", markup=False)
 
     return render
+
+
+# --- API keys -----------------------------------------------------------------------------------
+def _key_queue(key: models.ApiKey) -> str:
+    return key.queue if key.queue is not None else "all queues"
+
+
+def key_summary(key: models.ApiKey) -> str:
+    """``keys create``: one line naming a key by its id (never the key itself)."""
+    named = f" '{key.name}'" if key.name is not None else ""
+    return (f"API key {key.id}{named}: scopes {','.join(key.scopes)} on {_key_queue(key)}")
+
+
+def keys_table(keys: Sequence[models.ApiKey]) -> Callable[[Console], None]:
+    """``keys list``: one row per key (never a key or its hash)."""
+
+    def render(c: Console) -> None:
+        if not keys:
+            c.print("no API keys", markup=False)
+            return
+        # As with payloads: the fixed columns first (the id whole: `keys revoke` needs it),
+        # the name last, cut to the width that is left.
+        columns = ["id", "scopes", "queue", "created", "last used"]
+        rows = [[k.id, ",".join(k.scopes), _key_queue(k), when(k.created_at)[:16],
+                 when(k.last_used_at)[:16]] for k in keys]  # to the minute
+        widths = [max([len(col), *(len(r[i]) for r in rows)]) for i, col in enumerate(columns)]
+        room = max(12, c.width - sum(widths) - 3 * len(columns))
+        table = _table(*columns, "name")
+        table.columns[0].min_width = widths[0]  # on a narrow terminal the others give way
+        for row, k in zip(rows, keys, strict=True):
+            table.add_row(*map(escape, row), escape(_cut(k.name or "-", room)))
+        c.print(table)
+
+    return render

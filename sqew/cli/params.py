@@ -1,11 +1,11 @@
 """Parsers for the CLI's structured option values (``--ids``, ``--id``, ``--attr``, ``--payload``,
-``--db``).
+``--scope``, ``--db``).
 
 Malformed *syntax* is a usage error (exit 2, raised as ``typer.BadParameter``): ``--ids 5``,
-an empty item (``1:a,,2:b``), an id below 1, the same handle (or ``dlq requeue`` id) twice,
-``--attr novalue``, an in-memory ``--db``. *Values* the service rejects (a priority of 5000,
-a bad payload, an id beyond 64 bits) are SqewErrors (exit 1), exactly as the REST API would
-answer them.
+an empty item (``1:a,,2:b``, ``--scope admin,``), an id below 1, the same handle (or ``dlq
+requeue`` id) twice, ``--attr novalue``, an in-memory ``--db``. *Values* the service rejects (a
+priority of 5000, a bad payload, an id beyond 64 bits, an unknown scope) are SqewErrors (exit 1),
+exactly as the REST API would answer them.
 """
 
 from __future__ import annotations
@@ -64,16 +64,25 @@ def id_list(text: str) -> list[int]:
     return ids
 
 
-def _items(text: str, shape: str) -> list[str]:
+def scopes(values: Sequence[str]) -> list[str]:
+    """Parse ``--scope produce,consume`` and/or repeated ``--scope``: the scopes in order.
+
+    Their names, and a scope given twice, are the Client's to check (a ValidationError, as the
+    REST API answers); only an empty item is malformed here.
+    """
+    return [item for value in values for item in _items(value, "<scope>", option="--scope")]
+
+
+def _items(text: str, shape: str, *, option: str = "--ids") -> list[str]:
     """The comma-separated items of ``--ids``; an empty one (``1,,2``, ``1,``) is an error."""
     items = [item.strip() for item in text.split(",")]
     if not any(items):
         raise typer.BadParameter(f"expected {shape}[,{shape}…], got nothing",
-                                 param_hint="'--ids'")
+                                 param_hint=f"'{option}'")
     if not all(items):
         raise typer.BadParameter(
             f"item {items.index('') + 1} of '{text}' is empty (a stray comma?)",
-            param_hint="'--ids'")
+            param_hint=f"'{option}'")
     return items
 
 

@@ -198,6 +198,33 @@ class Client(abc.ABC):
         raise NotImplementedError
 
     @abc.abstractmethod
+    def create_key(
+        self, scopes: Iterable[str], *, name: str | None = None, queue: str | None = None
+    ) -> models.KeyCreated:
+        """Mint an API key with ``scopes`` (``produce``, ``consume``, ``admin``), optionally
+        named and bound to one queue (and its DLQ).
+
+        The answer's ``key`` is the only time the key itself is seen: only its hash is stored.
+        ``scopes`` is a list of scope names (a single name may be given as a string).
+
+        Raises:
+            sqew.errors.ValidationError: no scopes, an unknown or repeated scope, a bad name.
+            sqew.errors.QueueNotFound: ``queue`` does not exist.
+        """
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def list_keys(self) -> list[models.ApiKey]:
+        """Every API key, oldest first: id, name, queue, scopes, times (never a key or its
+        hash)."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def revoke_key(self, id: str) -> None:
+        """Remove the API key with this id; raises ``NotFound`` if there is none."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
     def health(self) -> models.Health:
         """``{"status": "ok"}`` when the database answers."""
         raise NotImplementedError
@@ -266,6 +293,45 @@ def message_from_mapping(
     return result
 
 
+def key_create(
+    scopes: Iterable[str], name: str | None = None, queue: str | None = None
+) -> models.KeyCreate:
+    """Validate a new key's request given as Python values (see ``Client.create_key``)."""
+    if isinstance(scopes, str):  # one scope as a string (else: a list of its letters)
+        scopes = [scopes]
+    # Anything else that is not a list is left for the model to refuse, naming `scopes`.
+    listed = list(scopes) if isinstance(scopes, Iterable) else scopes
+    body = {"name": name, "queue": queue, "scopes": listed}
+    result: models.KeyCreate = convert(
+        {k: v for k, v in body.items() if v is not None}, models.KeyCreate)
+    return result
+
+
+KEY_ID_MAX = 32
+"""The longest key id looked up (the REST path's limit; a key's id is 16 hex digits)."""
+KEY_PREFIX = "sqew_"
+"""What every key starts with (SPEC §2; ``sqew.core.keys.PREFIX``, not imported: an
+``HttpClient`` has no use for the key store's argon2)."""
+
+
+def key_id(id: str) -> str:
+    """``id`` as the id of a key to look up; one no key can have is ``NotFound`` at once.
+
+    Such an id could not travel as one URL path segment (``/``, ``.``, ``..``, empty) or is
+    longer than any id. Above all, a whole key pasted where its id belongs is never sent in a
+    URL (servers and proxies log paths) nor repeated in the error.
+    """
+    if 0 < len(id) <= KEY_ID_MAX and "/" not in id and id not in (".", ".."):
+        return id
+    if id.startswith(KEY_PREFIX):
+        raise errors.NotFound("that is an API key, not its id: give the id that list_keys "
+                              "(`sqew keys list`) shows")
+    if len(id) > KEY_ID_MAX:
+        raise errors.NotFound(f"no API key has an id of {len(id)} characters "
+                              "(ids are 16 hex digits, as list_keys shows)")
+    raise errors.NotFound(f"no API key with id '{id}'")
+
+
 _MESSAGE_LIST = list[models.MessageIn]
 
 
@@ -319,7 +385,7 @@ def convert(obj: Any, type_: type[Any]) -> Any:
     try:
         return msgspec.convert(obj, type_)
     except msgspec.ValidationError as exc:
-        raise validation_error(exc, source=obj) from None
+        raise validation_error(exc, source=obj, model=type_) from None
 
 
 _encode = msgspec.json.Encoder().encode

@@ -20,7 +20,7 @@ import httpx
 import msgspec
 
 from sqew import __version__, errors, jsonlimits, models
-from sqew.client.base import Client, convert, message_in, messages_in
+from sqew.client.base import Client, convert, key_create, key_id, message_in, messages_in
 
 T = TypeVar("T")
 DEFAULT_TIMEOUT_S = 30.0
@@ -249,6 +249,19 @@ class HttpClient(Client):
 
     def compact(self, queue: str) -> int:
         return self._call(models.Removed, "POST", f"/queues/{self._q(queue)}/compact").removed
+
+    # --- API keys -------------------------------------------------------------------------------
+    def create_key(
+        self, scopes: Iterable[str], *, name: str | None = None, queue: str | None = None
+    ) -> models.KeyCreated:
+        return self._call(models.KeyCreated, "POST", "/keys",
+                          body=key_create(scopes, name, queue))
+
+    def list_keys(self) -> list[models.ApiKey]:
+        return self._call(models.KeyList, "GET", "/keys").keys
+
+    def revoke_key(self, id: str) -> None:
+        self._request("DELETE", f"/keys/{quote(key_id(id), safe='')}")
 
     # --- operations -----------------------------------------------------------------------------
     def health(self) -> models.Health:

@@ -12,7 +12,7 @@ import msgspec
 
 from sqew import errors, models
 from sqew.backends import open_backend
-from sqew.client.base import Client, convert, message_in, messages_in
+from sqew.client.base import Client, convert, key_create, key_id, message_in, messages_in
 from sqew.core.clock import Clock, system_clock
 from sqew.core.service import QueueService, check_range
 from sqew.core.writer import run_blocking, run_sync
@@ -178,6 +178,18 @@ class LocalClient(Client):
 
     def compact(self, queue: str) -> int:
         return run_sync(self.service.compact(queue))
+
+    # --- API keys (the owner of the database file needs none) -----------------------------------
+    def create_key(
+        self, scopes: Iterable[str], *, name: str | None = None, queue: str | None = None
+    ) -> models.KeyCreated:
+        return run_sync(self.service.create_key(key_create(scopes, name, queue)))
+
+    def list_keys(self) -> list[models.ApiKey]:
+        return run_sync(self.service.list_keys())
+
+    def revoke_key(self, id: str) -> None:
+        run_sync(self.service.revoke_key(key_id(id)))
 
     def health(self) -> models.Health:
         run_sync(self.service.ping())

@@ -4,7 +4,9 @@ msgspec says ``Expected `int` <= 1000 - at `$.priority```; sqew says ``priority 
 integer between -1000 and 1000``, the wording of the service's own range checks
 (``rules.range_error``), so an error reads the same from the CLI, a Client and the REST API.
 What each field must be is read from the request models' declarations (``sqew.models``), so
-the words follow the model's ranges. ``details`` keeps the offending path as ``field``.
+the words follow the model's ranges: the model that failed when it is known (a field name may mean
+different things in two models: a key's ``name`` is not a queue's), else every request model.
+``details`` keeps the offending path as ``field``.
 """
 
 from __future__ import annotations
@@ -39,14 +41,15 @@ _TYPE_WORDS = {
 
 
 def validation_error(
-    exc: msgspec.ValidationError, *, source: Any = None
+    exc: msgspec.ValidationError, *, source: Any = None, model: type[Any] | None = None
 ) -> errors.ValidationError:
     """A msgspec validation failure as SPEC's ValidationError with ``details``.
 
     ``details[0]["field"]`` is where the failure is: the field's path (``priority``,
     ``messages[1].priority``, ``ids[0]``), or for an unknown or missing field the object
     holding it (``$`` for the body itself). ``source`` (what failed: the decoded value or its
-    JSON text) lets a bad mapping key be named in the message.
+    JSON text) lets a bad mapping key be named in the message; ``model`` (the type that was
+    being decoded) says whose declarations word the message.
     """
     text = str(exc)
     at = _AT.search(text)
@@ -66,7 +69,7 @@ def validation_error(
         detail = reason.removeprefix(found["name"] + " ")
         message = f"{path}: {reason}" if path else reason
     else:
-        label, detail = _label(path, is_key), _must_be(reason, path, is_key)
+        label, detail = _label(path, is_key), _must_be(reason, path, is_key, model)
         key = _bad_key(reason, path, source) if is_key else None
         if key is not None:
             label = f"key {_shorten(key)!r} of {path or 'the object'}"
@@ -116,9 +119,9 @@ def _label(path: str, is_key: bool) -> str:
     return path or "the body"
 
 
-def _must_be(reason: str, path: str, is_key: bool) -> str:
+def _must_be(reason: str, path: str, is_key: bool, model: type[Any] | None) -> str:
     """``must be <what the model declares>``, from the model or else from msgspec's words."""
-    wanted = _described().get(_key(path, is_key))
+    wanted = _described((model,) if model else _REQUEST_MODELS).get(_key(path, is_key))
     wrong = _WRONG_TYPE.match(reason)
     if wanted is not None and (wrong or _CONSTRAINT.match(reason)):
         got = f" (got {_TYPE_WORDS.get(wrong['got'], wrong['got'])})" if wrong else ""
@@ -144,10 +147,10 @@ def _key(path: str, is_key: bool) -> str:
 
 
 @functools.cache
-def _described() -> dict[str, str]:
-    """``{registry key: what its value must be}`` for every field of the request models.
+def _described(request_models: tuple[type[Any], ...]) -> dict[str, str]:
+    """``{registry key: what its value must be}`` for every field of ``request_models``.
 
-    A name declared differently in two models is left out (then msgspec's own words are used).
+    A name declared differently in two places is left out (then msgspec's own words are used).
     """
     found: dict[str, str | None] = {}
 
@@ -171,7 +174,7 @@ def _described() -> dict[str, str]:
             add(f"{name}{{}}", info.value_type)
             add(f"{name}{{key}}", info.key_type)
 
-    for model in _REQUEST_MODELS:
+    for model in request_models:
         walk(mi.type_info(model), "")
     return {k: v for k, v in found.items() if v is not None}
 

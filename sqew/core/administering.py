@@ -82,7 +82,7 @@ class UpdateQueue(Op[models.Queue]):
 
 
 class DeleteQueue(Op[None]):
-    """Remove a queue with its DLQ and all their messages."""
+    """Remove a queue with its DLQ and all their messages, and revoke the keys bound to it."""
 
     __slots__ = ("name", "notify")
 
@@ -97,6 +97,9 @@ class DeleteQueue(Op[None]):
                 f"'{self.name}' is a dead-letter queue; it is removed with its queue"
             )
         tx.delete_queue(row.id)
+        # A key bound to the queue goes with it: it would otherwise reach a new queue that
+        # happens to get the same name.
+        tx.delete_keys_of_queue(self.name)
 
 
 # --- messages -----------------------------------------------------------------------------------

@@ -22,10 +22,12 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+import msgspec
+
 from sqew import errors, models
-from sqew.backends.base import Backend, Tx
+from sqew.backends.base import Backend, KeyRow, Tx
 from sqew.core import administering as admin
-from sqew.core import delivering, maintenance, producing, rules, views, waiting
+from sqew.core import delivering, keys, maintenance, producing, rules, views, waiting
 from sqew.core.clock import Clock, system_clock
 from sqew.core.writer import DirectWriter, Offload, Op, Writer, inline
 
@@ -214,6 +216,34 @@ class QueueService:
     async def dlq_purge(self, queue: str) -> int:
         """Delete every message of a queue's DLQ."""
         return await self._blocking_write(admin.Purge(queue, dlq=True))
+
+    # --- API keys -------------------------------------------------------------------------------
+    async def create_key(self, spec: models.KeyCreate) -> models.KeyCreated:
+        """Mint a key; the answer is the only time the key itself is seen."""
+        key_id, key = keys.mint()
+        key_hash = await self._offload(lambda: keys.hash_key(key))  # slow: never on a loop
+        stored = await self._writer.write(keys.CreateKey(keys.new_row(spec, key_id, key_hash)))
+        return models.KeyCreated(**msgspec.structs.asdict(stored), key=key)
+
+    async def list_keys(self) -> list[models.ApiKey]:
+        """Every key, oldest first (never a key or its hash)."""
+        return await self._read(lambda tx, now: [keys.view(r) for r in tx.list_keys()])
+
+    async def revoke_key(self, key_id: str) -> None:
+        """Remove a key (``NotFound`` if there is none)."""
+        await self._writer.write(keys.RevokeKey(key_id))
+
+    async def find_key(self, key_id: str) -> KeyRow | None:
+        """The stored key with id ``key_id`` (with its hash: for authentication only)."""
+        return await self._read(lambda tx, now: tx.get_key(key_id))
+
+    async def any_key(self) -> bool:
+        """Whether any key exists (a server enforces auth as soon as one does)."""
+        return await self._read(lambda tx, now: tx.any_key())
+
+    async def touch_keys(self, used: Sequence[tuple[str, int]]) -> None:
+        """Record when keys were last used: ``(key id, epoch ms)`` pairs."""
+        await self._writer.write(keys.TouchKeys(used))
 
     # --- housekeeping ---------------------------------------------------------------------------
     async def compact(self, queue: str) -> int:

@@ -30,10 +30,10 @@ from sqew.config import Settings
 from sqew.core.clock import Clock, system_clock
 from sqew.server import errors as server_errors
 from sqew.server import openapi
-from sqew.server.routes import dlq, messages, ops, queues
+from sqew.server.routes import dlq, keys, messages, ops, queues
 from sqew.server.runtime import Runtime
 
-ROUTES = [*queues.HANDLERS, *messages.HANDLERS, *dlq.HANDLERS, *ops.HANDLERS]
+ROUTES = [*queues.HANDLERS, *messages.HANDLERS, *dlq.HANDLERS, *keys.HANDLERS, *ops.HANDLERS]
 log = logging.getLogger("sqew.server")
 
 

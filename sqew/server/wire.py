@@ -207,6 +207,6 @@ def _decode(body: bytes, type_: type[T]) -> T:
     try:
         return msgspec.json.decode(body, type=type_)
     except msgspec.ValidationError as exc:
-        raise validation_error(exc, source=body) from None
+        raise validation_error(exc, source=body, model=type_) from None
     except msgspec.DecodeError as exc:
         raise errors.InvalidRequest(f"malformed JSON: {exc}") from None

@@ -209,6 +209,39 @@ def test_db_upgrade_creates_a_database_and_is_then_a_no_op(tmp_path: Path, procs
         assert client.stats("kept").ready == 1
 
 
+def test_db_upgrade_brings_a_0001_database_with_messages_to_the_head(
+    tmp_path: Path, procs: Procs
+) -> None:
+    """A database made before API keys (revision 0001) keeps its messages through 0002."""
+    db = tmp_path / "old.db"
+    engine = create_engine(f"sqlite:///{db}", poolclass=pool.NullPool)
+    with engine.connect() as conn:
+        from alembic import command
+
+        command.upgrade(migrate.alembic_config(conn), "0001")
+        conn.commit()
+    engine.dispose()
+    sqlite_exec(
+        db,
+        "INSERT INTO queues (name, visibility_ms, max_attempts, backoff_base_ms, "
+        "backoff_max_ms, retention_ms, dedup_window_ms, max_payload_bytes, max_depth, "
+        "rate_limit_per_s, lifo, archive, created_at, depth, enqueued_total) "
+        "VALUES ('old', 30000, 5, 1000, 60000, 1209600000, 300000, 262144, 0, 0, 0, 0, 1, 1, 1)",
+        "INSERT INTO messages (queue_id, payload, priority, attempts, enqueued_at, "
+        "available_at, expires_at, lifo) VALUES (1, '{\"n\": 1}', 0, 0, 1, 1, 9999999999999, 0)",
+    )
+    code, out, err = finish(procs.spawn([str(SQEW_BIN), "--db", str(db), "queue", "list"]), 60)
+    assert code == 1 and "run `sqew db upgrade`" in err, (out, err)
+
+    code, out, err = finish(procs.spawn([str(SQEW_BIN), "--db", str(db), "db", "upgrade"]), 60)
+    assert code == 0, err
+    assert sqlite_rows(db, "SELECT version_num FROM alembic_version") == [(migrate.head(),)]
+    with contextlib.closing(sqew.Client(db)) as client:
+        (leased,) = client.poll("old")
+        assert leased.payload == {"n": 1}
+    assert sqlite_rows(db, "SELECT count(*) FROM api_keys") == [(0,)]
+
+
 def test_db_upgrade_refuses_a_newer_database_untouched(tmp_path: Path, procs: Procs) -> None:
     db = newer_sqew_db(tmp_path)
     before = snapshot(db)

@@ -20,7 +20,7 @@ from sqlalchemy import text
 from sqlalchemy.dialects.postgresql import psycopg
 
 from sqew.backends import open_backend
-from sqew.backends.base import QueueRow, Tx
+from sqew.backends.base import KeyRow, QueueRow, Tx
 from sqew.backends.paramstyle import pyformat
 from sqew.backends.sql import INSERT_CHUNK, SqlTx
 from sqew.backends.sqlite import SqliteTx, connection
@@ -141,6 +141,15 @@ def every_statement(calls: Calls) -> None:
     assert tx.purge(qid) == 0
     tx.delete_queue(qid)
     assert tx.list_queues() == []
+    assert not tx.any_key()
+    key = KeyRow("k1", None, "q", "consume", "h", now, None)
+    tx.insert_key(key)
+    assert tx.any_key() and tx.get_key("k1") == key
+    tx.touch_keys([("k1", now + 1), ("gone", now)])
+    assert [k.last_used_at for k in tx.list_keys()] == [now + 1]
+    assert tx.delete_key("k1") and not tx.delete_key("k1") and tx.get_key("k1") is None
+    tx.insert_key(key)
+    assert tx.delete_keys_of_queue("q") == 1 and not tx.any_key()
 
 
 @pytest.mark.parametrize("tx_class", [SqliteTx, NeutralOnSqlite])
