@@ -26,6 +26,7 @@ _FALSE = {"no", "off", ""}
 
 Port = Annotated[int, Meta(ge=0, le=65535)]
 Positive = Annotated[int, Meta(ge=1)]
+PositiveSeconds = Annotated[float, Meta(gt=0)]
 LogLevel = Literal["critical", "error", "warning", "info", "debug"]
 
 
@@ -51,6 +52,22 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
         log_level: server log level.
         access_log: log every request.
         trace_sql: log every SQL statement at debug level on the ``sqew.sql`` logger.
+        header_timeout_s: a connection must complete a request's headers within this many
+            seconds of opening or of the end of the previous response, however it trickles
+            them; else it is answered 408 (if it sent any) and closed.
+        body_timeout_s: a request body must arrive in full within this many seconds of its
+            headers (a trickling or never-ending chunked body is cut off: 408 and closed).
+        keep_alive_timeout_s: a connection with no request under way is closed after this
+            many seconds without a byte (uvicorn's ``timeout_keep_alive``).
+        max_header_bytes: a request line and headers longer than this are refused (431, or
+            414 when the URL is what is long) and the connection closed.
+        max_connections: open connections per server process; a new one beyond it closes
+            the connection idle the longest (no request under way), or is itself closed when
+            every connection is busy. Kept below the process's file-descriptor limit.
+        max_waiting_polls: long polls (``wait_ms`` > 0) in progress per server process; one
+            more is answered at once with 503 ``Overloaded`` and ``Retry-After``.
+        tls_cert: PEM certificate (chain) file: serve HTTPS (with ``tls_key``).
+        tls_key: PEM private key file of ``tls_cert``.
     """
 
     db: str = "sqew.db"
@@ -69,6 +86,16 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     log_level: LogLevel = "info"
     access_log: bool = False
     trace_sql: bool = False
+    # Limits against slow and idle clients (sqew.server.protocols) and long polls.
+    header_timeout_s: PositiveSeconds = 10.0
+    body_timeout_s: PositiveSeconds = 30.0
+    keep_alive_timeout_s: PositiveSeconds = 5.0
+    max_header_bytes: Annotated[int, Meta(ge=1024)] = 32 * 1024
+    max_connections: Positive = 10_000
+    max_waiting_polls: Positive = 5_000
+    # HTTPS with uvicorn's own TLS: both or neither.
+    tls_cert: str | None = None
+    tls_key: str | None = None
 
     @classmethod
     def load(
@@ -111,6 +138,8 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
         out: dict[str, str] = {}
         for name in self.__struct_fields__:
             value = getattr(self, name)
+            if value is None:  # not set: no variable (an empty one would be a value)
+                continue
             out[ENV_PREFIX + name.upper()] = str(value).lower() if isinstance(value, bool) else (
                 str(value)
             )

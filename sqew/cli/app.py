@@ -82,6 +82,12 @@ def root(
                      help="Sign enqueues over --url with this secret (the queue's "
                           "hmac_secret); never printed."),
     ] = None,
+    ca_cert: Annotated[
+        str | None,
+        typer.Option("--ca-cert", envvar="SQEW_CA_CERT", metavar="FILE",
+                     help="Verify an https:// --url against this CA certificate (PEM) "
+                     "instead of the system's."),
+    ] = None,
     json_: Annotated[
         bool,
         typer.Option("--json", envvar="SQEW_JSON",
@@ -97,7 +103,7 @@ def root(
         url = _choose_url(ctx, url)
     if not url:
         params.check_database(db)
-    state = State(db=db, url=url, api_key=api_key, json=json_)
+    state = State(db=db, url=url, api_key=api_key, json=json_, ca_cert=ca_cert)
     state.hmac_secret = hmac_secret or None
     ctx.obj = state
     ctx.call_on_close(state.close)
@@ -144,7 +150,7 @@ _register()
 
 # --- global options anywhere ---------------------------------------------------------------------
 _GLOBAL_FLAGS = frozenset({"--json"})
-_GLOBAL_VALUED = frozenset({"--db", "--url", "--api-key", "--hmac-secret"})
+_GLOBAL_VALUED = frozenset({"--db", "--url", "--api-key", "--hmac-secret", "--ca-cert"})
 
 
 # Commands are Click-style objects (Typer vendors Click privately), so they are read by duck

@@ -41,11 +41,17 @@ def serve(
     durability: Annotated[Durability | None, typer.Option(
         "--durability", help="normal: safe if the process crashes; full: also on power loss. "
         "[default: normal]")] = None,
+    tls_cert: Annotated[str | None, typer.Option(
+        "--tls-cert", metavar="FILE",
+        help="Serve HTTPS with this PEM certificate (chain); needs --tls-key.")] = None,
+    tls_key: Annotated[str | None, typer.Option(
+        "--tls-key", metavar="FILE", help="The PEM private key of --tls-cert.")] = None,
 ) -> None:
     """Serve the REST API until Ctrl-C or SIGTERM (in-flight requests finish first).
 
     Settings come from defaults, then a --config TOML file, then SQEW_* variables (SQEW_HOST,
     SQEW_PORT, SQEW_DB, SQEW_WORKERS, SQEW_DURABILITY, ...), then these options.
+    With --tls-cert and --tls-key (SQEW_TLS_CERT, SQEW_TLS_KEY) it serves HTTPS.
 
     Example:
 
@@ -59,8 +65,12 @@ def serve(
         params.check_database(db)
     settings = Settings.load(
         config, host=host, port=port, db=db, workers=workers,
-        durability=durability.value if durability else None,
+        durability=durability.value if durability else None, tls_cert=tls_cert, tls_key=tls_key,
     )
+    if (settings.tls_cert is None) != (settings.tls_key is None):
+        raise typer.BadParameter("give both --tls-cert and --tls-key (or SQEW_TLS_CERT and "
+                                 "SQEW_TLS_KEY), or neither",
+                                 param_hint="'--tls-cert' / '--tls-key'")
     runner.run(settings)
 
 

@@ -21,9 +21,12 @@ class State:
         url: server URL (remote mode); wins over ``db`` when given.
         api_key: key sent to the server in remote mode.
         json: print the REST API's JSON instead of human output.
+        ca_cert: CA certificate file to verify an ``https://`` server against.
     """
 
-    def __init__(self, db: str, url: str | None, api_key: str | None, json: bool) -> None:
+    def __init__(self, db: str, url: str | None, api_key: str | None, json: bool,
+                 ca_cert: str | None = None) -> None:
+        self.ca_cert = ca_cert
         self.db = db
         self.url = url
         self.api_key = api_key
@@ -44,7 +47,8 @@ class State:
             try:
                 # Client() dispatches an http(s) URL to sqew.client.http.HttpClient.
                 return Client(  # type: ignore[abstract]
-                    self.url, api_key=self.api_key, hmac_secret=self.hmac_secret
+                    self.url, api_key=self.api_key, hmac_secret=self.hmac_secret,
+                    ca_cert=self.ca_cert,
                 )
             except ImportError:
                 raise errors.Unavailable(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import ssl
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -50,6 +51,11 @@ class HttpClient(Client):
         timeout: seconds to wait for a response (a long poll adds its ``wait_ms``).
         http: an ``httpx.Client`` to use instead of a new one (its base URL is kept); it is
             not closed by ``close()``.
+        ca_cert: a PEM file of the CA certificate(s) to verify an ``https://`` server against
+            (a private CA), instead of the system's. Certificates are always verified.
+
+    Raises:
+        sqew.errors.ValidationError: ``ca_cert`` cannot be read or holds no PEM certificate.
     """
 
     # The server refuses payloads deeper than its own max_json_depth; checking here only keeps
@@ -64,6 +70,7 @@ class HttpClient(Client):
         hmac_secret: str | Sequence[str] | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
         http: httpx.Client | None = None,
+        ca_cert: str | os.PathLike[str] | None = None,
     ) -> None:
         self.base_url = str(target).rstrip("/")
         self._hmac_secret = hmac_secret or None
@@ -73,7 +80,8 @@ class HttpClient(Client):
             headers["authorization"] = f"Bearer {api_key}"
         self._owned = http is None
         self._http = http or httpx.Client(
-            base_url=self.base_url, timeout=timeout, verify=_default_tls()
+            base_url=self.base_url, timeout=timeout,
+            verify=_default_tls() if ca_cert is None else _private_ca(os.fspath(ca_cert)),
         )
         self._headers = headers
 
@@ -107,6 +115,11 @@ class HttpClient(Client):
                 f"the server at {self.base_url} did not answer in time ({type(exc).__name__})"
             ) from exc
         except httpx.TransportError as exc:
+            if _certificate_error(exc):
+                raise errors.Unavailable(
+                    f"cannot verify the TLS certificate of {self.base_url}: {exc} (for a "
+                    "server with a private CA, give its CA certificate: ca_cert, --ca-cert)"
+                ) from exc
             raise errors.Unavailable(f"cannot reach server at {self.base_url}: {exc}") from exc
         if response.status_code >= 400:
             raise _error(response)
@@ -304,6 +317,33 @@ def _default_tls() -> ssl.SSLContext:
     only read after it is built, and sharing one across clients and threads is safe.
     """
     return httpx.create_ssl_context()
+
+
+def _private_ca(path: str) -> ssl.SSLContext:
+    """A TLS context verifying servers against the CA certificates in ``path`` only."""
+    try:
+        return ssl.create_default_context(cafile=path)
+    except ssl.SSLError as exc:  # (an OSError too: first)
+        raise errors.ValidationError(
+            f"'{path}' is not a PEM CA certificate: {exc.reason or exc}"
+        ) from None
+    except OSError as exc:
+        raise errors.ValidationError(
+            f"cannot read the CA certificate '{path}': {exc.strerror or exc}"
+        ) from None
+
+
+def _certificate_error(exc: BaseException) -> bool:
+    """Whether a transport error was a failed certificate verification (somewhere in its
+    causes: httpx wraps httpcore's error, which wraps ssl's)."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return False
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _without_none(item: Mapping[str, Any]) -> dict[str, Any]:

@@ -34,8 +34,8 @@ REF = "#/components/schemas/{name}"
 
 DESCRIPTION = """\
 sqew's REST API (SPEC §2): queues, at-least-once delivery with leases, dead-letter queues.
-Every error answers with `{"error": {"code", "message", "details"?}}`; 429 answers carry
-`Retry-After`. Times are epoch milliseconds.
+Every error answers with `{"error": {"code", "message", "details"?}}`; 429 answers, and 503
+`Overloaded` ones, carry `Retry-After`. Times are epoch milliseconds.
 """
 
 
@@ -74,7 +74,8 @@ def document(app: Litestar) -> dict[str, Any]:
             success = op["responses"][str(handler.status_code)]
             success["content"] = {"application/json": {"schema": _schema(handler.opt["returns"],
                                                                          schemas)}}
-        _error_responses(op, quota="429" in handler.opt.get("errors", ()))
+        declared = handler.opt.get("errors", ())
+        _error_responses(op, quota="429" in declared, overload="503" in declared)
     schemas["Error"] = _error_schema()
     return doc
 
@@ -114,7 +115,7 @@ def _content(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _error_responses(op: dict[str, Any], *, quota: bool) -> None:
+def _error_responses(op: dict[str, Any], *, quota: bool, overload: bool = False) -> None:
     """Every operation may answer with the error envelope (Litestar's own 400 shape is not ours)."""
     responses: dict[str, Any] = op.setdefault("responses", {})
     for status in [s for s in responses if not s.startswith("2")]:
@@ -124,6 +125,13 @@ def _error_responses(op: dict[str, Any], *, quota: bool) -> None:
     if quota:
         responses["429"] = {
             "description": "Over the queue's max_depth or rate limit: retry after `Retry-After` s.",
+            "headers": {"Retry-After": {"schema": {"type": "integer", "minimum": 0}}},
+            "content": _error_content(),
+        }
+    if overload:
+        responses["503"] = {
+            "description": "Overloaded: as many long polls wait in the server process as it "
+                           "allows (max_waiting_polls): retry after `Retry-After` s.",
             "headers": {"Retry-After": {"schema": {"type": "integer", "minimum": 0}}},
             "content": _error_content(),
         }

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import gc
 import logging
+import math
 import os
 import socket
+import ssl
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -69,9 +72,12 @@ def run(settings: Settings, *, announce: Callable[[str], None] | None = None) ->
 
     Raises:
         sqew.errors.Unavailable: the database cannot be opened or the address is in use.
+        sqew.errors.ValidationError: the TLS certificate or key cannot be used.
     """
+    check_tls(settings)  # before anything else: a bad file is a clear error, not a traceback
     # Open (creating or upgrading the schema) before binding: a bad database fails clearly.
     open_backend(settings.db, durability=settings.durability, upgrade=True).close()
+    raise_fd_limit()  # before the workers start: they inherit it
     many = settings.workers > 1
     if many and BALANCED:
         sockets = bind_group(settings.host, settings.port, settings.workers)
@@ -79,7 +85,8 @@ def run(settings: Settings, *, announce: Callable[[str], None] | None = None) ->
         sockets = [bind(settings.host, settings.port)]
     port = sockets[0].getsockname()[1]
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
-    line = f"sqew serving on http://{host}:{port} (db: {describe_db(settings.db)})"
+    scheme = "https" if settings.tls_cert else "http"
+    line = f"sqew serving on {scheme}://{host}:{port} (db: {describe_db(settings.db)})"
     (announce or _print)(line)  # every socket listens: connections wait for their worker
     config = uvicorn_config(settings)
     try:
@@ -161,11 +168,19 @@ def uvicorn_config(settings: Settings, app: Litestar | None = None) -> uvicorn.C
     """The uvicorn configuration for ``settings`` (an app object, or the env factory).
 
     The app (``app`` or one built for ``settings``) is prepared for serving (``serving``).
+    The connection limit is kept below the process's file-descriptor limit (``fd_limit``).
     """
     many = settings.workers > 1
     target: Litestar | str = FACTORY if many else serving(app or create_app(settings))
-    return uvicorn.Config(
+    config = protocols.Config(
         target,
+        limits=protocols.Limits(
+            header_timeout_s=settings.header_timeout_s,
+            body_timeout_s=settings.body_timeout_s,
+            keep_alive_timeout_s=settings.keep_alive_timeout_s,
+            max_header_bytes=settings.max_header_bytes,
+            max_connections=settings.max_connections,
+        ),
         factory=many,
         http=protocols.HttpProtocol,
         host=settings.host,
@@ -178,7 +193,91 @@ def uvicorn_config(settings: Settings, app: Litestar | None = None) -> uvicorn.C
         access_log=settings.access_log,
         proxy_headers=False,
         server_header=False,
+        timeout_keep_alive=math.ceil(settings.keep_alive_timeout_s),  # enforced by the protocol
+        ssl_certfile=settings.tls_cert,
+        ssl_keyfile=settings.tls_key,
     )
+    fitting = connections_that_fit(settings.threads)
+    if fitting is not None and settings.max_connections > fitting:
+        log.warning("max_connections %d lowered to %d: the process may open %d files "
+                    "(RLIMIT_NOFILE)", settings.max_connections, fitting, fd_limit())
+        config.limits = dataclasses.replace(config.limits, max_connections=fitting)
+    return config
+
+
+FD_RESERVE = 64
+"""File descriptors kept for other things than connections (listening sockets, pipes, logs),
+besides ``FD_PER_THREAD`` for each database thread."""
+FD_PER_THREAD = 4
+"""A database connection's files (SQLite: the database, its WAL, its shared memory)."""
+
+
+def raise_fd_limit() -> None:
+    """Raise this process's soft RLIMIT_NOFILE to its hard limit (where there is one to raise):
+    each connection holds a file descriptor, and the default soft limit is often 1024."""
+    try:
+        import resource
+    except ImportError:  # not on POSIX
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft == resource.RLIM_INFINITY or soft >= hard:
+        return  # (an infinite hard limit is not a value every system accepts as a soft one)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def fd_limit() -> int | None:
+    """This process's soft RLIMIT_NOFILE (None: none known, or infinite)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def connections_that_fit(threads: int) -> int | None:
+    """How many connections fit under the file-descriptor limit beside ``threads`` database
+    threads (None: no limit known)."""
+    limit = fd_limit()
+    if limit is None:
+        return None
+    return max(1, limit - FD_RESERVE - FD_PER_THREAD * threads)
+
+
+def _no_passphrase() -> bytes:
+    # Without a callback OpenSSL would prompt on the terminal for an encrypted key's passphrase.
+    raise errors.ValidationError("the TLS key is encrypted: serve needs it unencrypted")
+
+
+def check_tls(settings: Settings) -> None:
+    """Check the TLS certificate and key can be used, before serving with them.
+
+    Raises:
+        sqew.errors.ValidationError: only one of ``tls_cert``/``tls_key`` is set, a file
+            cannot be read, or they are not a PEM certificate and its private key.
+    """
+    cert, key = settings.tls_cert, settings.tls_key
+    if cert is None and key is None:
+        return
+    if cert is None or key is None:
+        raise errors.ValidationError("tls_cert and tls_key go together: give both or neither")
+    for what, path in (("certificate", cert), ("key", key)):
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as exc:
+            raise errors.ValidationError(
+                f"cannot read the TLS {what} '{path}': {exc.strerror or exc}"
+            ) from None
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
+            cert, key, password=_no_passphrase)
+    except ssl.SSLError as exc:
+        raise errors.ValidationError(
+            f"cannot serve TLS with certificate '{cert}' and key '{key}': "
+            f"{exc.reason or exc} (expected PEM files, the key matching the certificate)"
+        ) from None
 
 
 def worker_app() -> Litestar:

@@ -55,6 +55,7 @@ class Runtime:
         self._reaper: asyncio.Task[None] | None = None
         self.draining = False
         self.metrics = Metrics()
+        self.waiting_polls = 0  # long polls (wait_ms > 0) in progress (max_waiting_polls)
 
     @property
     def service(self) -> QueueService:

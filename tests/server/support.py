@@ -52,7 +52,7 @@ def envelope(response: httpx.Response, status: int, code: str) -> dict[str, Any]
 
 
 def port_of(url: str) -> int:
-    """The port of ``http://host:port``."""
+    """The port of ``http(s)://host:port``."""
     return int(url.rsplit(":", 1)[1].rstrip("/"))
 
 
@@ -259,7 +259,8 @@ def serve(db: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[S
     log = Lines(proc.stderr)
     try:
         line = _first_line(proc, log)
-        assert line.startswith("sqew serving on http://127.0.0.1:"), line
+        assert line.startswith(("sqew serving on http://127.0.0.1:",
+                                "sqew serving on https://127.0.0.1:")), line
         yield Served(proc, line.split("serving on ", 1)[1].split()[0], db, log)
     finally:
         _kill_tree(proc, log)

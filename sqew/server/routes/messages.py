@@ -129,16 +129,29 @@ def _with_key(message: models.MessageIn, key: str) -> models.MessageIn:
 
 
 @post("/queues/{q:str}/poll", operation_id="poll", status_code=200,
-      opt={"returns": models.LeasedMessageList}, summary="Lease messages")
+      opt={"returns": models.LeasedMessageList, "errors": ("503",)}, summary="Lease messages")
 async def poll(
     request: Req, q: wire.QueuePath, batch: Batch = 1, wait_ms: WaitMs = 0,
     visibility_ms: VisibilityMs = None,
 ) -> ASGIApp:
     """Lease up to ``batch`` ready messages, waiting up to ``wait_ms`` for one to arrive."""
-    call = runtime(request).service.poll(q, batch=batch, wait_ms=wait_ms,
-                                         visibility_ms=visibility_ms)
-    # A poll that may wait ends, leasing nothing, when its client disconnects meanwhile.
-    got = await (wire.unless_disconnected(request, call) if wait_ms else call) or []
+    rt = runtime(request)
+    if not wait_ms:
+        got = await rt.service.poll(q, batch=batch, wait_ms=0, visibility_ms=visibility_ms)
+        return JsonResponse(models.LeasedMessageList(got))
+    # Waiting polls per process are bounded (max_waiting_polls): one more is told to come back
+    # rather than answered empty, which would have its client poll again at once, in a loop.
+    if rt.waiting_polls >= rt.settings.max_waiting_polls:
+        raise errors.Overloaded(
+            f"{rt.waiting_polls} long polls are waiting in this server process, the most it "
+            "allows (max_waiting_polls): retry later", retry_after=1.0)
+    rt.waiting_polls += 1
+    try:
+        call = rt.service.poll(q, batch=batch, wait_ms=wait_ms, visibility_ms=visibility_ms)
+        # A poll that may wait ends, leasing nothing, when its client disconnects meanwhile.
+        got = await wire.unless_disconnected(request, call) or []
+    finally:
+        rt.waiting_polls -= 1
     return JsonResponse(models.LeasedMessageList(got))
 
 

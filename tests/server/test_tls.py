@@ -1,0 +1,144 @@
+"""HTTPS: ``sqew serve --tls-cert/--tls-key`` (uvicorn's TLS), and clients that verify it.
+
+A private CA (trustme) issues a certificate for 127.0.0.1. The CLI and the Client verify the
+server against ``--ca-cert``/``SQEW_CA_CERT``/``ca_cert``, and by default against the system's
+CAs, which do not know it: a clear ``Unavailable`` error, never a traceback, and never an
+unverified connection. Bad TLS files and half-given flags fail ``sqew serve`` clearly.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import trustme
+
+from sqew import Client, errors
+
+from .support import SQEW_BIN, Served, serve
+
+RUN_S = 60
+
+
+@dataclass
+class Tls:
+    """A private CA's certificate, and a certificate and key it issued for 127.0.0.1."""
+
+    ca: Path
+    cert: Path
+    key: Path
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> Tls:
+    where = tmp_path_factory.mktemp("tls")
+    ca = trustme.CA()
+    issued = ca.issue_cert("127.0.0.1", "localhost")
+    files = Tls(where / "ca.pem", where / "cert.pem", where / "key.pem")
+    ca.cert_pem.write_to_path(str(files.ca))
+    files.cert.write_bytes(b"".join(pem.bytes() for pem in issued.cert_chain_pems))
+    issued.private_key_pem.write_to_path(str(files.key))
+    return files
+
+
+@pytest.fixture(scope="module")
+def https(tls: Tls, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    db = tmp_path_factory.mktemp("https") / "t.db"
+    with serve(db, "--tls-cert", str(tls.cert), "--tls-key", str(tls.key)) as server:
+        yield server
+
+
+def sqew(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The ``sqew`` CLI in a subprocess (no ``SQEW_*`` of the test process)."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("SQEW_")}
+    return subprocess.run([str(SQEW_BIN), *args], env={**clean, **(env or {})},
+                          capture_output=True, text=True, timeout=RUN_S)
+
+
+def one_error_line(result: subprocess.CompletedProcess[str], status: int, start: str) -> str:
+    assert result.returncode == status, (result.returncode, result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(start), result.stderr
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
+def test_serve_announces_https(https: Served) -> None:
+    assert https.url.startswith("https://127.0.0.1:")
+
+
+def test_the_cli_talks_https_with_ca_cert(https: Served, tls: Tls) -> None:
+    result = sqew("--url", https.url, "--ca-cert", str(tls.ca), "queue", "add", "--name", "c")
+    assert result.returncode == 0, result.stderr
+    result = sqew("--url", https.url, "--json", "health", env={"SQEW_CA_CERT": str(tls.ca)})
+    assert result.returncode == 0 and result.stdout.strip() == '{"status":"ok"}', result
+
+
+def test_the_cli_refuses_a_certificate_it_cannot_verify(https: Served) -> None:
+    line = one_error_line(sqew("--url", https.url, "health"), 1, "error: Unavailable: ")
+    assert "cannot verify the TLS certificate" in line and "CERTIFICATE_VERIFY_FAILED" in line
+
+
+def test_the_cli_reports_a_ca_cert_it_cannot_read(https: Served, tmp_path: Path) -> None:
+    missing = tmp_path / "nope.pem"
+    one_error_line(sqew("--url", https.url, "--ca-cert", str(missing), "health"), 1,
+                   f"error: ValidationError: cannot read the CA certificate '{missing}'")
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("not a certificate\n")
+    one_error_line(sqew("--url", https.url, "--ca-cert", str(garbage), "health"), 1,
+                   f"error: ValidationError: '{garbage}' is not a PEM CA certificate")
+
+
+def test_the_client_verifies_against_ca_cert(https: Served, tls: Tls) -> None:
+    with Client(https.url, ca_cert=tls.ca) as client:
+        client.create_queue("py")
+        assert client.enqueue("py", {"n": 1}).message_id == 1
+        assert client.health().status == "ok"
+    with Client(https.url) as client, pytest.raises(errors.Unavailable) as raised:
+        client.health()
+    assert "cannot verify the TLS certificate" in str(raised.value)
+
+
+def test_https_with_two_workers(tls: Tls, tmp_path: Path) -> None:
+    args = ("--tls-cert", str(tls.cert), "--tls-key", str(tls.key), "--workers", "2")
+    with serve(tmp_path / "w.db", *args) as server:
+        assert server.url.startswith("https://")
+        with Client(server.url, ca_cert=str(tls.ca)) as client:
+            client.create_queue("w")
+            for i in range(20):  # new connections: both workers' sockets are reached
+                with Client(server.url, ca_cert=str(tls.ca)) as each:
+                    each.enqueue("w", i)
+            assert client.stats("w").ready == 20
+
+
+@pytest.mark.parametrize("flag", ["--tls-cert", "--tls-key"])
+def test_serve_with_only_one_tls_flag_is_a_usage_error(tls: Tls, tmp_path: Path,
+                                                      flag: str) -> None:
+    result = sqew("serve", "--db", str(tmp_path / "u.db"), "--port", "0", flag, str(tls.cert))
+    assert result.returncode == 2, result
+    assert "--tls-cert" in result.stderr and "--tls-key" in result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_serve_with_unusable_tls_files_fails_clearly(tls: Tls, tmp_path: Path) -> None:
+    db = str(tmp_path / "b.db")
+    missing = tmp_path / "missing.pem"
+    one_error_line(sqew("serve", "--db", db, "--port", "0", "--tls-cert", str(missing),
+                        "--tls-key", str(tls.key)), 1,
+                   f"error: ValidationError: cannot read the TLS certificate '{missing}'")
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n")
+    one_error_line(sqew("serve", "--db", db, "--port", "0", "--tls-cert", str(garbage),
+                        "--tls-key", str(tls.key)), 1,
+                   "error: ValidationError: cannot serve TLS with certificate")
+    # A key that is not the certificate's.
+    other = trustme.CA().issue_cert("127.0.0.1")
+    wrong_key = tmp_path / "wrong.pem"
+    other.private_key_pem.write_to_path(str(wrong_key))
+    one_error_line(sqew("serve", "--db", db, "--port", "0", "--tls-cert", str(tls.cert),
+                        "--tls-key", str(wrong_key)), 1,
+                   "error: ValidationError: cannot serve TLS with certificate")
