@@ -15,6 +15,7 @@ import msgspec
 
 from sqew import errors, jsonlimits, models
 from sqew.client.validation import validation_error as validation_error  # re-exported
+from sqew.core import signing
 
 
 class Client(abc.ABC):
@@ -392,3 +393,12 @@ def convert(obj: Any, type_: type[Any]) -> Any:
 
 
 _encode = msgspec.json.Encoder().encode
+
+
+def as_sent(messages: Iterable[models.LeasedMessage]) -> list[models.LeasedMessage]:
+    """Leased messages with each payload as the producer sent it (the text its ``signature``
+    covers), not re-encoded: what the REST API's poll answer shows, for ``--json``."""
+    return [
+        msgspec.structs.replace(m, payload=msgspec.Raw(signing.payload_text(m).encode()))
+        for m in messages
+    ]

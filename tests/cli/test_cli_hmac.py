@@ -86,3 +86,28 @@ def test_help_never_shows_the_secret_from_the_environment(local_sqew: Sqew) -> N
         assert result.returncode == 0, str(result)
     assert "--hmac-secret" in shown[0].stdout and "SQEW_HMAC_SECRET" in shown[0].stdout
     assert SECRET not in _all_output(shown)
+
+
+def _payload_as_sent_verifies(sqew_: Sqew, env: dict[str, str]) -> None:
+    q = sqew_.name("spaced")
+    sqew_.arrange(q, hmac_secret=SECRET).close()
+    text = '{"n":  7, "s": "x"}'  # not compact: the signature covers exactly this text
+    sent = sqew_.run("message", "enqueue", "--queue", q, "--payload", text, env=env)
+    assert sent.returncode == 0, str(sent)
+    polled = sqew_.run("--json", "message", "poll", "--queue", q)
+    assert polled.returncode == 0, str(polled)
+    assert f'"payload":{text}' in polled.stdout  # as the REST API's poll answer shows it
+    (m,) = polled.json()["messages"]
+    assert m["signature"] == hmac.new(SECRET.encode(), text.encode(), hashlib.sha256).hexdigest()
+
+
+def test_poll_json_prints_the_payload_text_its_signature_covers_over_url(
+    http_sqew: Sqew,
+) -> None:
+    _payload_as_sent_verifies(http_sqew, {"SQEW_HMAC_SECRET": SECRET})
+
+
+def test_poll_json_prints_the_payload_text_its_signature_covers_locally(
+    local_sqew: Sqew,
+) -> None:
+    _payload_as_sent_verifies(local_sqew, {})
