@@ -233,10 +233,12 @@ class Server:
     exited within ``SERVE_STOP_S``.
     """
 
-    def __init__(self, db: Path, cwd: Path, *, access_log: bool = False) -> None:
+    def __init__(self, db: Path, cwd: Path, *, access_log: bool = False,
+                 **settings: str) -> None:
         self.db = db
         self.log = db.with_name(db.name + ".serve.log")
-        env = clean_env(**({"SQEW_ACCESS_LOG": "true"} if access_log else {}))
+        env = clean_env(**({"SQEW_ACCESS_LOG": "true"} if access_log else {}),
+                        **{"SQEW_" + k.upper(): v for k, v in settings.items()})
         with self.log.open("wb") as log:
             self.proc = subprocess.Popen(
                 [sqew_binary(), "serve", "--db", str(db), "--port", "0"], cwd=cwd, env=env,

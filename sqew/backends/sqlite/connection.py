@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +22,19 @@ CACHE_KIB = 65_536
 """Page cache per connection (``cache_size=-KiB``)."""
 MMAP_BYTES = 256 * 1024 * 1024
 """Memory-mapped reads (``mmap_size``)."""
+
+
+_LITERAL = re.compile(r"'(?:[^']|'')*'|X'[0-9A-Fa-f]*'")
+
+
+def redacted(sql: str) -> str:
+    """``sql`` with every string and blob literal replaced by ``'?'``.
+
+    SQLite hands a trace callback each statement with its parameters filled in: payloads,
+    queue HMAC secrets, key hashes. A statement log (``trace_sql``) shows numbers and the
+    statement's shape, never those.
+    """
+    return _LITERAL.sub("'?'", sql)
 
 
 def connect(
@@ -49,7 +63,7 @@ def connect(
         conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
         conn.execute("PRAGMA temp_store=MEMORY")
         if trace is not None:
-            conn.set_trace_callback(trace)
+            conn.set_trace_callback(lambda sql: trace(redacted(sql)))
     except BaseException:
         conn.close()
         raise
