@@ -51,6 +51,16 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
         log_level: server log level.
         access_log: log every request.
         trace_sql: log every SQL statement at debug level on the ``sqew.sql`` logger.
+        require_auth: demand an API key on every endpoint but /healthz and /readyz even while
+            no key exists (without it, keys are enforced as soon as one exists).
+        metrics_auth: /metrics needs an admin key (off: /metrics is open).
+        insecure: let ``sqew serve`` listen beyond loopback with no key and ``require_auth``
+            off, i.e. open to anyone who can reach it (it refuses to start otherwise).
+        auth_cache_size: verified keys kept in each process's cache (a key missing from it
+            costs one argon2 verification, ~100 ms of one thread).
+        auth_failures_per_minute: failed key attempts a client address may make per minute
+            and process before it is answered 429 ``RateLimited`` (its right key too); 0: no
+            limit.
     """
 
     db: str = "sqew.db"
@@ -69,6 +79,11 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     log_level: LogLevel = "info"
     access_log: bool = False
     trace_sql: bool = False
+    require_auth: bool = False
+    metrics_auth: bool = False
+    insecure: bool = False
+    auth_cache_size: Positive = 10_000
+    auth_failures_per_minute: Annotated[int, Meta(ge=0)] = 30
 
     @classmethod
     def load(

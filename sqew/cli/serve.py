@@ -41,6 +41,10 @@ def serve(
     durability: Annotated[Durability | None, typer.Option(
         "--durability", help="normal: safe if the process crashes; full: also on power loss. "
         "[default: normal]")] = None,
+    insecure: Annotated[bool, typer.Option(
+        "--insecure", help="Serve beyond loopback (--host) with no API key: open to anyone who "
+        "can reach it. Without it, sqew serve refuses to; mint a key instead (sqew keys create "
+        "--scope admin).")] = False,
 ) -> None:
     """Serve the REST API until Ctrl-C or SIGTERM (in-flight requests finish first).
 
@@ -59,7 +63,7 @@ def serve(
         params.check_database(db)
     settings = Settings.load(
         config, host=host, port=port, db=db, workers=workers,
-        durability=durability.value if durability else None,
+        durability=durability.value if durability else None, insecure=insecure or None,
     )
     runner.run(settings)
 
