@@ -19,11 +19,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from auth_support import bearer, create_queue, mint
 from targets import ServerThread, server_settings
 
 from sqew.server.app import create_app
 
-from .auth_support import bearer, create_queue, mint
 from .support import envelope
 
 QUEUE, OTHER = "mine", "other"

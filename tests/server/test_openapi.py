@@ -23,6 +23,7 @@ import httpx
 import pytest
 import schemathesis
 import yaml
+from auth_support import bearer, mint
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
@@ -35,8 +36,6 @@ from targets import ServerThread, server_settings
 
 from sqew.server import openapi
 from sqew.server.app import create_app
-
-from .auth_support import bearer, mint
 
 schema = schemathesis.openapi.from_path(openapi.DEFAULT_PATH)
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
