@@ -6,6 +6,7 @@ function init(args)
    wrk.method = "POST"
    wrk.path = "/queues/" .. (args[1] or "bench") .. "/messages"
    wrk.headers["Content-Type"] = "application/json"
+   authorize(wrk.headers)
    wrk.body = '{"payload":' .. PAYLOAD .. '}'
 end
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
 import hmac
 import logging
 import math
@@ -66,7 +67,7 @@ CONFIRM_S = 1.0
 """A cached key older than this is confirmed again with its row (a revocation's reach)."""
 KEYS_CHECK_S = 1.0
 """How long 'a key exists (or not)' is believed before the database is asked again."""
-TOUCH_EVERY_MS = 60_000
+TOUCH_EVERY_S = 60.0
 """A key's ``last_used_at`` is written at most this often (per process)."""
 FLUSH_EVERY_S = 1.0
 """How often the uses to record are written."""
@@ -148,7 +149,7 @@ class _Entry:
     principal: keys.Principal
     hash: str  # the stored hash it was verified against: a new row under the id is not it
     confirmed: float  # time.monotonic() when its row was last read (before the read)
-    touched: float = -math.inf  # service-clock ms when its use was last queued for recording
+    touched: float = -math.inf  # time.monotonic() when its use was last queued for recording
 
 
 class Authenticator:
@@ -192,14 +193,15 @@ class Authenticator:
             sqew.errors.RateLimited: too many failed attempts from the client's address.
             sqew.errors.Unauthorized: no key, or not a valid one.
         """
+        now = time.monotonic()
         if not self._required and not (
-            self._any if time.monotonic() - self._checked < KEYS_CHECK_S
+            self._any if now - self._checked < KEYS_CHECK_S
             else await self._once_any(None, self._check)
         ):
             return None
         client = scope.get("client")
         address = client[0] if client else ""
-        wait = self._failures.wait(address, time.monotonic())
+        wait = self._failures.wait(address, now)
         if wait is not None:
             raise errors.RateLimited(
                 "too many failed API key attempts from this address; retry after "
@@ -209,31 +211,35 @@ class Authenticator:
         if not values:
             raise errors.Unauthorized(_MISSING)
         try:
-            return await self._identify(_bearer(values))
+            return await self._identify(_credentials(values), now)
         except errors.Unauthorized:
             self._failures.fail(address, time.monotonic())
             raise
 
-    async def _identify(self, key: str) -> keys.Principal:
-        digest = keys.digest(key)
+    async def _identify(self, credentials: bytes, now: float) -> keys.Principal:
+        # The SHA-256 of the key's ASCII bytes is keys.digest(key); hashing the bytes as they
+        # came spares a cached key the decoding and the pattern match (only well-formed keys
+        # are ever cached, so a hit is one).
+        digest = hashlib.sha256(credentials).digest()
         entry = self._cache.get(digest)
         if entry is not None:
             self._cache.move_to_end(digest)
-            if time.monotonic() - entry.confirmed < CONFIRM_S:
-                self._note_use(entry)
+            if now - entry.confirmed < CONFIRM_S:
+                self._note_use(entry, now)
                 return entry.principal
             got = await self._once(digest, functools.partial(self._confirm, digest, entry))
         else:
+            key = _key(credentials)
             got = await self._once(digest, functools.partial(self._verify, digest, key))
         if got is None:
             raise errors.Unauthorized(_WRONG)
-        self._note_use(got)
+        self._note_use(got, time.monotonic())
         return got.principal
 
     async def _verify(self, digest: bytes, key: str) -> _Entry | None:
         """A key not in the cache: its row, then argon2 on the database threads."""
         key_id = keys.key_id_of(key)
-        assert key_id is not None  # _bearer checked the form
+        assert key_id is not None  # _key checked the form
         row, read_at = await self._row(key_id)
         if row is None:
             return None
@@ -277,11 +283,10 @@ class Authenticator:
         self._any, self._checked = found, read_at
         return found
 
-    def _note_use(self, entry: _Entry) -> None:
-        now = self._rt.clock()
-        if now - entry.touched >= TOUCH_EVERY_MS:
+    def _note_use(self, entry: _Entry, now: float) -> None:
+        if now - entry.touched >= TOUCH_EVERY_S:
             entry.touched = now
-            self._used[entry.principal.key_id] = now
+            self._used[entry.principal.key_id] = self._rt.clock()
 
     # --- keys minted and revoked here -----------------------------------------------------------
     def minted(self) -> None:
@@ -326,15 +331,20 @@ class Authenticator:
             await self.flush()
 
 
-def _bearer(values: list[bytes]) -> str:
-    """The key of the one ``Authorization: Bearer <key>`` header (never echoed in errors)."""
+def _credentials(values: list[bytes]) -> bytes:
+    """What follows ``Bearer`` in the one Authorization header (never echoed in errors)."""
     if len(values) != 1:
         raise errors.Unauthorized(f"send one Authorization header, not {len(values)}")
     scheme, _, credentials = values[0].strip().partition(b" ")
     if scheme.lower() != b"bearer":
         raise errors.Unauthorized(_SCHEME)
+    return credentials.strip()
+
+
+def _key(credentials: bytes) -> str:
+    """The well-formed key ``credentials`` hold (Unauthorized if they hold none)."""
     try:
-        key = credentials.strip().decode("ascii")
+        key = credentials.decode("ascii")
     except UnicodeDecodeError:
         raise errors.Unauthorized(_MALFORMED) from None
     if keys.key_id_of(key) is None:
