@@ -20,9 +20,11 @@ from pathlib import Path
 import httpx
 import pytest
 from auth_support import bearer, create_queue, mint
+from litestar import get
 from targets import ServerThread, server_settings
 
-from sqew.server.app import create_app
+from sqew.server import auth
+from sqew.server.app import ROUTES, create_app
 
 from .support import envelope
 
@@ -259,3 +261,19 @@ def test_the_principal_is_not_needed_on_open_routes(http: httpx.Client) -> None:
     for path in ("/healthz", "/readyz"):
         response = http.get(path, headers={"Authorization": "Bearer garbage"})
         assert response.status_code == 200, response.text
+
+
+def test_a_route_that_declares_no_access_is_refused() -> None:
+    """``create_app`` checks its routes with ``check_routes``: a handler without
+    ``opt["access"]`` (or with an unknown one) stops the app from being built."""
+
+    @get("/new", operation_id="newThing")
+    async def new_thing() -> None: ...
+
+    @get("/typo", operation_id="typo", opt={"access": "public"})
+    async def typo() -> None: ...
+
+    for handler in (new_thing, typo):
+        with pytest.raises(RuntimeError, match="must declare"):
+            auth.check_routes([*ROUTES, handler])
+    auth.check_routes(ROUTES)
