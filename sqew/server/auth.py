@@ -22,12 +22,13 @@ every guard call (7 µs per request here, the price of a whole statement of an e
 ``VERIFICATIONS`` at a time: each takes 64 MiB and ~100 ms) and then kept in a bounded LRU
 cache keyed by ``keys.digest(key)`` with the stored hash. A cached key older than ``CONFIRM_S``
 is re-confirmed with a primary-key read (the row must still be there with the same hash; no
-argon2), so a key revoked anywhere stops working within a second in every process. Concurrent
-requests with the same key share one verification or confirmation. ``last_used_at`` is
-written in batches by a background task, at most once a minute per key. Failed attempts are
-counted per client address (a leaky bucket of ``auth_failures_per_minute``); beyond it the
-address is answered 429 ``RateLimited`` with ``Retry-After`` before any key work, whatever key
-it sends.
+argon2), so a key revoked anywhere stops working within a second in every process; a key in
+use is re-confirmed in the background from ``REFRESH_S`` on, so that requests do not wait for
+it. Concurrent requests with the same key share one verification or confirmation.
+``last_used_at`` is written in batches by a background task, at most once a minute per key.
+Failed attempts are counted per client address (a leaky bucket of ``auth_failures_per_minute``);
+beyond it the address is answered 429 ``RateLimited`` with ``Retry-After`` before any key work,
+whatever key it sends.
 """
 
 from __future__ import annotations
@@ -67,6 +68,9 @@ CONFIRM_S = 1.0
 """A cached key older than this is confirmed again with its row (a revocation's reach)."""
 KEYS_CHECK_S = 1.0
 """How long 'a key exists (or not)' is believed before the database is asked again."""
+REFRESH_S = 0.5
+"""Past this age a key in use (or the 'a key exists' answer) is read again in the background,
+so that under steady traffic no request waits for a confirmation."""
 TOUCH_EVERY_S = 60.0
 """A key's ``last_used_at`` is written at most this often (per process)."""
 FLUSH_EVERY_S = 1.0
@@ -193,10 +197,11 @@ class Authenticator:
             sqew.errors.RateLimited: too many failed attempts from the client's address.
             sqew.errors.Unauthorized: no key, or not a valid one.
         """
+        # The common cases (keys known to be enforced or not, a key confirmed recently) take
+        # no await and no call they can spare: this runs before every request.
         now = time.monotonic()
-        if not self._required and not (
-            self._any if now - self._checked < KEYS_CHECK_S
-            else await self._once_any(None, self._check)
+        if not self._required and (
+            not self._any if now - self._checked < REFRESH_S else not await self._keys_exist(now)
         ):
             return None
         client = scope.get("client")
@@ -211,29 +216,43 @@ class Authenticator:
         if not values:
             raise errors.Unauthorized(_MISSING)
         try:
-            return await self._identify(_credentials(values), now)
+            credentials = _credentials(values)
+            # The SHA-256 of the key's ASCII bytes is keys.digest(key); hashing the bytes as
+            # they came spares a cached key the decoding and the pattern match (only
+            # well-formed keys are ever cached, so a hit is one).
+            digest = hashlib.sha256(credentials).digest()
+            entry = self._cache.get(digest)
+            if entry is not None and now - entry.confirmed < REFRESH_S:
+                self._cache.move_to_end(digest)
+                if now - entry.touched >= TOUCH_EVERY_S:
+                    self._note_use(entry, now)
+                return entry.principal
+            return await self._identify(digest, credentials, entry, now)
         except errors.Unauthorized:
-            self._failures.fail(address, time.monotonic())
+            if self._failures.fail(address, time.monotonic()):
+                log.warning("too many failed API key attempts from %s: answering 429 for a while",
+                            address or "an unknown address")
             raise
 
-    async def _identify(self, credentials: bytes, now: float) -> keys.Principal:
-        # The SHA-256 of the key's ASCII bytes is keys.digest(key); hashing the bytes as they
-        # came spares a cached key the decoding and the pattern match (only well-formed keys
-        # are ever cached, so a hit is one).
-        digest = hashlib.sha256(credentials).digest()
-        entry = self._cache.get(digest)
+    async def _identify(
+        self, digest: bytes, credentials: bytes, entry: _Entry | None, now: float
+    ) -> keys.Principal:
+        """A key not in the cache, or cached but due for confirmation."""
         if entry is not None:
             self._cache.move_to_end(digest)
-            if now - entry.confirmed < CONFIRM_S:
-                self._note_use(entry, now)
-                return entry.principal
-            got = await self._once(digest, functools.partial(self._confirm, digest, entry))
+            confirm = functools.partial(self._confirm, digest, entry)
+            if now - entry.confirmed < CONFIRM_S:  # confirm it ahead: no request waits for it
+                self._once.start(digest, confirm)
+                got: _Entry | None = entry
+            else:
+                got = await self._once(digest, confirm)
         else:
             key = _key(credentials)
             got = await self._once(digest, functools.partial(self._verify, digest, key))
         if got is None:
             raise errors.Unauthorized(_WRONG)
-        self._note_use(got, time.monotonic())
+        if now - got.touched >= TOUCH_EVERY_S:
+            self._note_use(got, now)
         return got.principal
 
     async def _verify(self, digest: bytes, key: str) -> _Entry | None:
@@ -241,12 +260,17 @@ class Authenticator:
         key_id = keys.key_id_of(key)
         assert key_id is not None  # _key checked the form
         row, read_at = await self._row(key_id)
+        changes = self._changes
         if row is None:
             return None
         async with self._slots:
             ok = await self._rt.offload(functools.partial(keys.verify, row.hash, key))
         if not ok:
             return None
+        if changes != self._changes:  # revoked here meanwhile, perhaps: read the row again
+            again, read_at = await self._row(key_id)
+            if again is None or not hmac.compare_digest(again.hash, row.hash):
+                return None
         return self._keep(digest, row, read_at, -math.inf)
 
     async def _confirm(self, digest: bytes, entry: _Entry) -> _Entry | None:
@@ -273,6 +297,14 @@ class Authenticator:
             self._cache.popitem(last=False)
         return entry
 
+    async def _keys_exist(self, now: float) -> bool:
+        """Whether keys are enforced (a key exists), as read at most KEYS_CHECK_S ago; read
+        again in the background from REFRESH_S on."""
+        if now - self._checked < KEYS_CHECK_S:
+            self._once_any.start(None, self._check)
+            return self._any
+        return await self._once_any(None, self._check)
+
     async def _check(self) -> bool:
         """Whether a key exists, from the database."""
         while True:
@@ -284,9 +316,9 @@ class Authenticator:
         return found
 
     def _note_use(self, entry: _Entry, now: float) -> None:
-        if now - entry.touched >= TOUCH_EVERY_S:
-            entry.touched = now
-            self._used[entry.principal.key_id] = self._rt.clock()
+        """Queue the key's use for recording (called at most once per TOUCH_EVERY_S)."""
+        entry.touched = now
+        self._used[entry.principal.key_id] = self._rt.clock()
 
     # --- keys minted and revoked here -----------------------------------------------------------
     def minted(self) -> None:
@@ -377,14 +409,16 @@ class FailureLimit:
         over = self._level(address, now) + 1.0 - self._capacity  # what one more would spill
         return None if over <= 0 else max(1.0, over / self._rate)
 
-    def fail(self, address: str, now: float) -> None:
-        """Count a failed attempt of ``address``."""
+    def fail(self, address: str, now: float) -> bool:
+        """Count a failed attempt of ``address``; True if that used up what it may fail."""
         if not self._capacity:
-            return
-        self._levels[address] = (self._level(address, now) + 1.0, now)
+            return False
+        level = self._level(address, now) + 1.0
+        self._levels[address] = (level, now)
         self._levels.move_to_end(address)
         while len(self._levels) > self._size:
             self._levels.popitem(last=False)
+        return level + 1.0 > self._capacity
 
 
 class _Once(Generic[T]):
@@ -398,12 +432,17 @@ class _Once(Generic[T]):
         self._running: dict[Hashable, asyncio.Future[T]] = {}
 
     async def __call__(self, token: Hashable, work: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        return await asyncio.shield(self.start(token, work))
+
+    def start(self, token: Hashable, work: Callable[[], Coroutine[Any, Any, T]]
+              ) -> asyncio.Future[T]:
+        """The run for ``token``: the one running, or ``work()`` started now."""
         running = self._running.get(token)
         if running is None:
             running = asyncio.ensure_future(work())
             self._running[token] = running
             running.add_done_callback(functools.partial(self._landed, token))
-        return await asyncio.shield(running)
+        return running
 
     def _landed(self, token: Hashable, done: asyncio.Future[T]) -> None:
         if self._running.get(token) is done:
