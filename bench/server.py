@@ -713,13 +713,25 @@ def checks(bench: Bench, deep: int) -> list[Check]:
     for workload in ("enqueue", "poll+ack"):
         on = cell(bench, "sqew auth on", workload, 16)
         if on.runs:
-            out.append(ratio(f"auth on / auth off: {workload}, c=16", on,
-                             cell(bench, "sqew auth off", workload, 16), 0.9))
+            off = cell(bench, "sqew auth off", workload, 16)
+            out.append(ratio(f"auth on / auth off: {workload}, c=16", on, off, 0.9))
+            out.append(_cpu_per_request_ratio(f"auth off / auth on: server CPU per request, "
+                                              f"{workload}, c=16", off, on))
     for c in (16, 64):
         out.append(ratio(f"wrk -t1 / -t2 on healthz, c={c}",
                          cell(bench, "sqew", "healthz -t1", c),
                          cell(bench, "sqew", "healthz -t2", c), None))
     return out
+
+
+def _cpu_per_request_ratio(name: str, num: Cell, den: Cell) -> Check:
+    """``num / den`` of the medians of server CPU seconds per request (info: on this shared
+    machine it moves less than throughput does when other work takes the cores)."""
+    def per_request(c: Cell) -> float:
+        return statistics.median(r.server_cpu / r.rps for r in c.runs if r.rps) if c.runs else 0.0
+    d = per_request(den)
+    return Check(name, per_request(num) / d if d else float("nan"), None, True,
+                 num.valid and den.valid, ran=bool(num.runs and den.runs))
 
 
 _PROBE = """
