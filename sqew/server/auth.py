@@ -68,7 +68,7 @@ CONFIRM_S = 1.0
 """A cached key older than this is confirmed again with its row (a revocation's reach)."""
 KEYS_CHECK_S = 1.0
 """How long 'a key exists (or not)' is believed before the database is asked again."""
-REFRESH_S = 0.5
+REFRESH_S = 0.8
 """Past this age a key in use (or the 'a key exists' answer) is read again in the background,
 so that under steady traffic no request waits for a confirmation."""
 TOUCH_EVERY_S = 60.0
