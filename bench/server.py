@@ -15,6 +15,8 @@ the Lua scripts in ``bench/lua/``, a separate process. Workloads, at 1, 16 and 6
   is how poll+ack is compared at 1,000 vs 1,000,000 ready messages, and with moto;
 * moto (``bench/peers.py``): SendMessage, and ReceiveMessage(10) + DeleteMessageBatch
   (``sqs-send``, ``sqs-recv+del``, ``sqs-cycle``), SQS JSON protocol.
+* ``auth`` (issue #11): enqueue and poll+ack at 16 connections with an API key sent and
+  enforced, against the same on a server with no key (auth off), in interleaved rounds.
 
 Runs whose ratios matter are interleaved (healthz, enqueue, batch, poll+ack, then again) and
 the median of the rounds is reported. A run with a non-2xx answer, a socket error, a failed
@@ -405,7 +407,7 @@ HMAC_CONNS = 16
 connections on the default server: issue #11's ratio."""
 
 
-SECTIONS = ("sqew", "granian", "depth", "moto", "hmac")
+SECTIONS = ("sqew", "granian", "depth", "moto", "hmac", "auth")
 HMAC_ROUNDS = 5
 """Rounds of the ``hmac`` section's pair (unsigned enqueue, signed enqueue) at least."""
 
@@ -426,7 +428,7 @@ def run_all(plan: Plan, work: Path) -> Bench:
     logs = work / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     template = work / "deep.db"
-    if plan.sections & {"sqew", "granian", "depth"}:
+    if plan.sections & {"sqew", "granian", "depth", "auth"}:
         secs = prefill(template, {QUEUE: plan.deep, ENQ_QUEUE: 0, HMAC_QUEUE: 0},
                        {HMAC_QUEUE: {"hmac_secret": HMAC_SECRET}})
         print(f"prefilled {plan.deep:,} messages in {secs:.1f} s", file=sys.stderr)
@@ -454,6 +456,8 @@ def run_all(plan: Plan, work: Path) -> Bench:
         _depth(bench, plan, work, logs, template)
     if "moto" in plan.sections:
         _moto(bench, plan, logs)
+    if "auth" in plan.sections:
+        _auth(bench, work, logs, template, plan.deep)
     return bench
 
 
@@ -537,6 +541,64 @@ def _depth(bench: Bench, plan: Plan, work: Path, logs: Path, template: Path) -> 
                           depth=depth)
                 for c in (1, 16):
                     bench.wrk(srv, label, "enqueue", "enqueue.lua", c, QUEUE, depth=depth)
+
+
+AUTH_WORKLOADS: list[tuple[str, str, tuple[str, ...]]] = [
+    ("enqueue", "enqueue.lua", (ENQ_QUEUE,)),
+    ("poll+ack", "pollack.lua", (QUEUE, "10")),
+]
+
+
+def _auth(bench: Bench, work: Path, logs: Path, template: Path, deep: int) -> None:
+    """Authenticated enqueue and poll+ack against the same with auth off, at 16 connections.
+
+    Two servers on copies of the prefilled database, both started first and their rounds
+    interleaved: "sqew auth off" (no key: open) and "sqew auth on" (an admin key in the
+    database, sent with every request; wrk's Lua reads it from SQEW_BENCH_KEY).
+    """
+    with ExitStack() as stack:
+        servers: list[tuple[str, Server, str | None]] = []
+        for label, keyed in (("sqew auth off", False), ("sqew auth on", True)):
+            db = copy_db(template, work / f"{label.replace(' ', '-')}.db")
+            key = _mint_admin_key(db) if keyed else None
+            srv = stack.enter_context(serving(lambda label=label, db=db: sqew_server(
+                label, db, logs)))
+            with _bench_key(key):
+                bench.warm(srv, [(script, args) for _, script, args in AUTH_WORKLOADS])
+            servers.append((label, srv, key))
+        for _ in range(bench.rounds):
+            for label, srv, key in servers:
+                with _bench_key(key):
+                    for workload, script, args in AUTH_WORKLOADS:
+                        depth = deep if workload == "poll+ack" else None
+                        bench.wrk(srv, label, workload, script, 16, *args, depth=depth)
+
+
+def _mint_admin_key(db: Path) -> str:
+    """A new admin key in ``db`` (as ``sqew keys create --scope admin`` on the file)."""
+    from sqew import models
+    from sqew.backends import open_backend
+    from sqew.core.service import QueueService
+    from sqew.core.writer import run_sync
+
+    service = QueueService(open_backend(str(db)))
+    try:
+        return run_sync(service.create_key(models.KeyCreate(scopes=["admin"]))).key
+    finally:
+        service.close()
+
+
+@contextmanager
+def _bench_key(key: str | None) -> Iterator[None]:
+    """wrk runs started inside send ``key`` (``SQEW_BENCH_KEY``, read by bench/lua/common.lua)."""
+    if key is None:
+        yield
+        return
+    os.environ["SQEW_BENCH_KEY"] = key
+    try:
+        yield
+    finally:
+        del os.environ["SQEW_BENCH_KEY"]
 
 
 def moto_runs(plan: Plan) -> list[tuple[str, str, str, int, int, float]]:
@@ -726,11 +788,28 @@ def checks(bench: Bench, deep: int) -> list[Check]:
             if g.runs:
                 out.append(ratio(f"granian w2 / uvicorn w2: {workload}, c={c}", g,
                                  cell(bench, "sqew w2", workload, c), None))
+    for workload in ("enqueue", "poll+ack"):
+        on = cell(bench, "sqew auth on", workload, 16)
+        if on.runs:
+            off = cell(bench, "sqew auth off", workload, 16)
+            out.append(ratio(f"auth on / auth off: {workload}, c=16", on, off, 0.9))
+            out.append(_cpu_per_request_ratio(f"auth off / auth on: server CPU per request, "
+                                              f"{workload}, c=16", off, on))
     for c in (16, 64):
         out.append(ratio(f"wrk -t1 / -t2 on healthz, c={c}",
                          cell(bench, "sqew", "healthz -t1", c),
                          cell(bench, "sqew", "healthz -t2", c), None))
     return out
+
+
+def _cpu_per_request_ratio(name: str, num: Cell, den: Cell) -> Check:
+    """``num / den`` of the medians of server CPU seconds per request (info: on this shared
+    machine it moves less than throughput does when other work takes the cores)."""
+    def per_request(c: Cell) -> float:
+        return statistics.median(r.server_cpu / r.rps for r in c.runs if r.rps) if c.runs else 0.0
+    d = per_request(den)
+    return Check(name, per_request(num) / d if d else float("nan"), None, True,
+                 num.valid and den.valid, ran=bool(num.runs and den.runs))
 
 
 _PROBE = """

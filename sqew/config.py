@@ -68,6 +68,16 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
             more is answered at once with 503 ``Overloaded`` and ``Retry-After``.
         tls_cert: PEM certificate (chain) file: serve HTTPS (with ``tls_key``).
         tls_key: PEM private key file of ``tls_cert``.
+        require_auth: demand an API key on every endpoint but /healthz and /readyz even while
+            no key exists (without it, keys are enforced as soon as one exists).
+        metrics_auth: /metrics needs an admin key (off: /metrics is open).
+        insecure: let ``sqew serve`` listen beyond loopback with no key and ``require_auth``
+            off, i.e. open to anyone who can reach it (it refuses to start otherwise).
+        auth_cache_size: verified keys kept in each process's cache (a key missing from it
+            costs one argon2 verification, ~100 ms of one thread).
+        auth_failures_per_minute: failed key attempts a client address may make per minute
+            and process before it is answered 429 ``RateLimited`` (its right key too); 0: no
+            limit.
     """
 
     db: str = "sqew.db"
@@ -96,6 +106,11 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     # HTTPS with uvicorn's own TLS: both or neither.
     tls_cert: str | None = None
     tls_key: str | None = None
+    require_auth: bool = False
+    metrics_auth: bool = False
+    insecure: bool = False
+    auth_cache_size: Positive = 10_000
+    auth_failures_per_minute: Annotated[int, Meta(ge=0)] = 30
 
     @classmethod
     def load(

@@ -67,3 +67,14 @@ end
 PAYLOAD = '{"order_id":1234567,"customer":"cust-000042","currency":"EUR","total_cents":129900,'
    .. '"items":[{"sku":"SKU-10001","qty":2},{"sku":"SKU-20002","qty":1}],'
    .. '"note":"leave the parcel at the back door, ring twice"}'
+
+-- An API key to send (the auth workloads of bench/server.py): SQEW_BENCH_KEY in wrk's
+-- environment. authorize(headers) adds it to a header table; without the variable, nothing.
+BENCH_KEY = os.getenv("SQEW_BENCH_KEY")
+
+function authorize(headers)
+   if BENCH_KEY and BENCH_KEY ~= "" then
+      headers["Authorization"] = "Bearer " .. BENCH_KEY
+   end
+   return headers
+end

@@ -8,6 +8,7 @@ function init(args)
    wrk.method = "POST"
    wrk.path = "/queues/" .. (args[1] or "bench") .. "/messages"
    wrk.headers["Content-Type"] = "application/json"
+   authorize(wrk.headers)
    wrk.body = '{"payload":' .. PAYLOAD .. '}'
    if args[2] then
       wrk.headers["X-Sqew-Signature"] = args[2]

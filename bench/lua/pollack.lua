@@ -5,7 +5,7 @@
 -- found nothing (the queue ran dry: the run is not valid).
 dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "common.lua")
 
-local JSON = {["Content-Type"] = "application/json"}
+local JSON = authorize({["Content-Type"] = "application/json"})
 local poll_req, ack_path, enq_path
 local refill = false
 local refills = {}

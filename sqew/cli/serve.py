@@ -46,6 +46,10 @@ def serve(
         help="Serve HTTPS with this PEM certificate (chain); needs --tls-key.")] = None,
     tls_key: Annotated[str | None, typer.Option(
         "--tls-key", metavar="FILE", help="The PEM private key of --tls-cert.")] = None,
+    insecure: Annotated[bool, typer.Option(
+        "--insecure", help="Serve beyond loopback (--host) with no API key: open to anyone who "
+        "can reach it. Without it, sqew serve refuses to; mint a key instead (sqew keys create "
+        "--scope admin).")] = False,
 ) -> None:
     """Serve the REST API until Ctrl-C or SIGTERM (in-flight requests finish first).
 
@@ -66,6 +70,7 @@ def serve(
     settings = Settings.load(
         config, host=host, port=port, db=db, workers=workers,
         durability=durability.value if durability else None, tls_cert=tls_cert, tls_key=tls_key,
+        insecure=insecure or None,
     )
     if (settings.tls_cert is None) != (settings.tls_key is None):
         raise typer.BadParameter("give both --tls-cert and --tls-key (or SQEW_TLS_CERT and "

@@ -28,8 +28,8 @@ from litestar.utils.scope.state import ScopeState
 from sqew import errors
 from sqew.config import Settings
 from sqew.core.clock import Clock, system_clock
+from sqew.server import auth, openapi
 from sqew.server import errors as server_errors
-from sqew.server import openapi
 from sqew.server.routes import dlq, keys, messages, ops, queues
 from sqew.server.runtime import Runtime
 
@@ -51,6 +51,7 @@ def create_app(
             reads still reap once due by ``clock`` (a test on a ManualClock decides when).
     """
     settings = settings or Settings()
+    auth.check_routes(ROUTES)
     rt = Runtime(settings, clock, rng=rng, reaper_timer=reaper_timer)
     restore: list[Callable[[], None]] = []
 
@@ -68,7 +69,7 @@ def create_app(
         on_startup=[startup],
         on_shutdown=[shutdown],
         exception_handlers={Exception: server_errors.handle},
-        middleware=[answer_cancelled],
+        middleware=[answer_cancelled, auth.middleware(rt.auth)],
         request_max_body_size=settings.max_body_bytes,
         openapi_config=openapi.config(),
         state=State({"runtime": rt}),

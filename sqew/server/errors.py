@@ -24,6 +24,7 @@ from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 
 from sqew import errors
 from sqew.core import rules
+from sqew.server.auth import CHALLENGE
 
 log = logging.getLogger("sqew.server")
 _encode = msgspec.json.Encoder().encode
@@ -35,6 +36,8 @@ def handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
     err, headers = to_sqew_error(request, exc)
     if err.retry_after is not None:
         headers["retry-after"] = str(max(0, math.ceil(err.retry_after)))
+    if isinstance(err, errors.Unauthorized):
+        headers["www-authenticate"] = CHALLENGE
     return Response(
         content=_encode(err.to_dict()), status_code=err.status, media_type=JSON, headers=headers
     )

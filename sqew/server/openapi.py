@@ -36,7 +36,20 @@ DESCRIPTION = """\
 sqew's REST API (SPEC §2): queues, at-least-once delivery with leases, dead-letter queues.
 Every error answers with `{"error": {"code", "message", "details"?}}`; 429 answers, and 503
 `Overloaded` ones, carry `Retry-After`. Times are epoch milliseconds.
+
+Auth: once the database holds an API key (or with the server setting `require_auth`), every
+operation but `healthz` and `readyz` (and `metrics`, unless `metrics_auth` is set) needs
+`Authorization: Bearer <key>` with a scope that allows it: missing, malformed, wrong or revoked
+keys answer 401 `Unauthorized`, a key without the scope or bound to another queue 403
+`Forbidden`, and an address with too many failed attempts 429 `RateLimited`.
 """
+SCHEME = "bearer"
+SCOPES = {
+    "read": "a key with any scope",
+    "produce": "a key with the produce (or admin) scope",
+    "consume": "a key with the consume (or admin) scope",
+    "admin": "a key with the admin scope",
+}
 
 
 def _hidden(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
@@ -74,10 +87,32 @@ def document(app: Litestar) -> dict[str, Any]:
             success = op["responses"][str(handler.status_code)]
             success["content"] = {"application/json": {"schema": _schema(handler.opt["returns"],
                                                                          schemas)}}
+        access = handler.opt.get("access", "admin")
         declared = handler.opt.get("errors", ())
-        _error_responses(op, quota="429" in declared, overload="503" in declared)
+        _error_responses(op, quota="429" in declared, overload="503" in declared,
+                         keyed=access not in ("open", "metrics"))
+        _security(op, access)
     schemas["Error"] = _error_schema()
+    doc["components"]["responses"] = key_responses()
+    doc["components"]["securitySchemes"] = {SCHEME: {
+        "type": "http", "scheme": "bearer",
+        "description": "An API key (`sqew_<id>_<secret>`): `sqew keys create`, `POST /keys`.",
+    }}
     return doc
+
+
+def _security(op: dict[str, Any], access: str) -> None:
+    """What an operation needs of a key (``opt["access"]``, see ``sqew.server.auth``)."""
+    if access == "open":
+        op["security"] = []
+    elif access == "metrics":  # open unless the server's metrics_auth is on (then admin)
+        op["security"] = [{}, {SCHEME: []}]
+        op["description"] = (op.get("description", "") + "\n\nOpen, or with the server "
+                             "setting `metrics_auth` a key with the admin scope.").strip()
+    else:
+        op["security"] = [{SCHEME: []}]
+        op["description"] = (op.get("description", "") + f"\n\nNeeds {SCOPES[access]} "
+                             "once keys are enforced.").strip()
 
 
 def _handlers(app: Litestar) -> list[HTTPRouteHandler]:
@@ -115,26 +150,56 @@ def _content(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _error_responses(op: dict[str, Any], *, quota: bool, overload: bool = False) -> None:
-    """Every operation may answer with the error envelope (Litestar's own 400 shape is not ours)."""
+def _error_responses(
+    op: dict[str, Any], *, quota: bool, keyed: bool, overload: bool = False
+) -> None:
+    """Every operation may answer with the error envelope (Litestar's own 400 shape is not ours);
+    those that need a key, 401, 403 and 429 (``KEY_RESPONSES``) too."""
     responses: dict[str, Any] = op.setdefault("responses", {})
     for status in [s for s in responses if not s.startswith("2")]:
         del responses[status]
+    if keyed:
+        for status, name in (("401", "Unauthorized"), ("403", "Forbidden"),
+                             ("429", "TooManyFailures")):
+            responses[status] = {"$ref": f"#/components/responses/{name}"}
+    if quota:
+        responses["429"] = _too_many(
+            "Over the queue's max_depth or rate limit (QueueFull, RateLimited)"
+            + ("; or too many failed API key attempts from this address (RateLimited)"
+               if keyed else "")
+        )
+    if overload:
+        responses["503"] = _too_many(
+            "Overloaded: as many long polls wait in the server process as it allows "
+            "(max_waiting_polls)"
+        )
     responses["default"] = {"description": "An error (SPEC error envelope).",
                             "content": _error_content()}
-    if quota:
-        responses["429"] = {
-            "description": "Over the queue's max_depth or rate limit: retry after `Retry-After` s.",
-            "headers": {"Retry-After": {"schema": {"type": "integer", "minimum": 0}}},
+
+
+def key_responses() -> dict[str, Any]:
+    """The answers of an operation that needs a key (``components.responses``)."""
+    return {
+        "Unauthorized": {
+            "description": "Unauthorized: no API key, or a malformed, wrong or revoked one.",
+            "headers": {"WWW-Authenticate": {"schema": {"type": "string"}}},
             "content": _error_content(),
-        }
-    if overload:
-        responses["503"] = {
-            "description": "Overloaded: as many long polls wait in the server process as it "
-                           "allows (max_waiting_polls): retry after `Retry-After` s.",
-            "headers": {"Retry-After": {"schema": {"type": "integer", "minimum": 0}}},
+        },
+        "Forbidden": {
+            "description": "Forbidden: the key lacks the scope, or is bound to another queue.",
             "content": _error_content(),
-        }
+        },
+        "TooManyFailures": _too_many(
+            "Too many failed API key attempts from this address (RateLimited)"),
+    }
+
+
+def _too_many(why: str) -> dict[str, Any]:
+    return {
+        "description": f"{why}: retry after `Retry-After` s.",
+        "headers": {"Retry-After": {"schema": {"type": "integer", "minimum": 0}}},
+        "content": _error_content(),
+    }
 
 
 def _error_content() -> dict[str, Any]:

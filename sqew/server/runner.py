@@ -19,6 +19,7 @@ import contextlib
 import copy
 import dataclasses
 import gc
+import ipaddress
 import logging
 import math
 import os
@@ -73,10 +74,17 @@ def run(settings: Settings, *, announce: Callable[[str], None] | None = None) ->
     Raises:
         sqew.errors.Unavailable: the database cannot be opened or the address is in use.
         sqew.errors.ValidationError: the TLS certificate or key cannot be used.
+        sqew.errors.Forbidden: a host beyond loopback with no key to enforce (``check_exposure``).
     """
     check_tls(settings)  # before anything else: a bad file is a clear error, not a traceback
     # Open (creating or upgrading the schema) before binding: a bad database fails clearly.
-    open_backend(settings.db, durability=settings.durability, upgrade=True).close()
+    backend = open_backend(settings.db, durability=settings.durability, upgrade=True)
+    try:
+        with backend.read() as tx:
+            keyed = tx.any_key()
+    finally:
+        backend.close()
+    open_to_all = check_exposure(settings, keyed)
     raise_fd_limit()  # before the workers start: they inherit it
     many = settings.workers > 1
     if many and BALANCED:
@@ -88,7 +96,10 @@ def run(settings: Settings, *, announce: Callable[[str], None] | None = None) ->
     scheme = "https" if settings.tls_cert else "http"
     line = f"sqew serving on {scheme}://{host}:{port} (db: {describe_db(settings.db)})"
     (announce or _print)(line)  # every socket listens: connections wait for their worker
-    config = uvicorn_config(settings)
+    config = uvicorn_config(settings)  # (sets up logging)
+    if open_to_all:
+        log.warning("serving on %s with no API key and require_auth off (--insecure): anyone "
+                    "who can reach it can use every queue", settings.host)
     try:
         if many:
             os.environ.update(settings.to_env())  # the worker processes build their settings
@@ -102,6 +113,44 @@ def run(settings: Settings, *, announce: Callable[[str], None] | None = None) ->
     finally:
         for sock in sockets:
             sock.close()
+
+
+LOOPBACK_NAMES = frozenset({"localhost", "localhost."})
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback interface (127.0.0.0/8, ::1, localhost)."""
+    if host.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # another name: it may resolve anywhere
+        return False
+
+
+def check_exposure(settings: Settings, keyed: bool) -> bool:
+    """Refuse to serve beyond loopback with nothing to authenticate callers (SPEC §2 "Keys").
+
+    Args:
+        settings: what is to be served (``host``, ``require_auth``, ``insecure``).
+        keyed: whether the database holds an API key (then keys are enforced).
+
+    Returns:
+        True when the server will be open to anyone who can reach it (``--insecure``).
+
+    Raises:
+        sqew.errors.Forbidden: a non-loopback host, no key, ``require_auth`` and ``insecure``
+            off.
+    """
+    if keyed or settings.require_auth or is_loopback(settings.host):
+        return False
+    if settings.insecure:
+        return True
+    raise errors.Forbidden(
+        f"refusing to serve on {settings.host} with no API key (anyone who can reach it could "
+        f"use every queue): mint one first with `sqew --db {describe_db(settings.db)} keys "
+        "create --scope admin`, or pass --insecure to serve it open"
+    )
 
 
 class _Supervisor(Multiprocess):

@@ -25,6 +25,7 @@ from sqew.backends import open_backend
 from sqew.config import Settings
 from sqew.core.clock import Clock, system_clock
 from sqew.core.service import QueueService
+from sqew.server.auth import Authenticator
 from sqew.server.metrics import Metrics
 
 T = TypeVar("T")
@@ -56,6 +57,7 @@ class Runtime:
         self.draining = False
         self.metrics = Metrics()
         self.waiting_polls = 0  # long polls (wait_ms > 0) in progress (max_waiting_polls)
+        self.auth = Authenticator(self)
 
     @property
     def service(self) -> QueueService:
@@ -81,6 +83,7 @@ class Runtime:
             raise
         if self._reaper_timer:
             self._reaper = asyncio.get_running_loop().create_task(self._reap_forever())
+        self.auth.start()
 
     def begin_shutdown(self) -> None:
         """Stop waiting: every long poll returns what it has now (called on SIGINT/SIGTERM)."""
@@ -96,6 +99,7 @@ class Runtime:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reaper
         if self._service is not None:
+            await self.auth.stop()  # records the last uses of keys
             await self._service.drain()  # pending group commits may still offload waits
         if self._pool is not None:  # calls running on the database threads finish
             await asyncio.get_running_loop().run_in_executor(None, self._pool.shutdown)

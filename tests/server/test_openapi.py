@@ -9,6 +9,9 @@ live server on 127.0.0.1 — no answer may be a 5xx, and every answer must match
 - pointed at a queue holding ready, leased and dead-lettered messages, with real message ids
   in paths and a live lease in single ack/nack/extend-lease bodies, so most cases get a 2xx
   answer whose body (messages, leases, stats, DLQ listings) is checked against the document.
+Both with auth on: the server requires keys (``require_auth``) and every case sends an admin
+key; the keys the generated ``POST /keys`` cases mint are left, and the generated
+``DELETE /keys/{id}`` never names the admin key (its id is random).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import httpx
 import pytest
 import schemathesis
 import yaml
+from auth_support import bearer, mint
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
@@ -27,6 +31,8 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
+from schemathesis.transport.prepare import get_exclude_headers
+from targets import ServerThread, server_settings
 
 from sqew.server import openapi
 from sqew.server.app import create_app
@@ -58,14 +64,48 @@ def test_every_route_is_documented_with_an_explicit_operation_id() -> None:
     assert len(documented) == 25  # SPEC §2
 
 
+def check_auth(case: Any, status: int, text: str) -> None:
+    """The admin key was taken, unless the case left it out on purpose (schemathesis's
+    "missing Authorization header" scenario): then 401."""
+    if "Authorization" in get_exclude_headers(case):
+        assert status == 401, text
+    else:
+        assert status not in (401, 403, 429), text
+
+
+@pytest.fixture(scope="module")
+def admin_key(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """An admin key in a database file (its path and the key)."""
+    db = tmp_path_factory.mktemp("server") / "keyed.db"
+    yield str(db), mint(db, "admin").key
+
+
+@pytest.fixture(scope="module")
+def module_server(admin_key: tuple[str, str]) -> Iterator[ServerThread]:
+    """The module's server, on the database with the admin key, requiring keys."""
+    server = ServerThread(server_settings(admin_key[0], require_auth=True))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def auth(admin_key: tuple[str, str]) -> dict[str, str]:
+    """The header with the admin key."""
+    return bearer(admin_key[1])
+
+
 @schema.parametrize()
 @settings(max_examples=8, deadline=None, database=None,
           suppress_health_check=list(HealthCheck))
-def test_the_live_server_keeps_the_document(case: Any, module_server: Any) -> None:
-    case.call_and_validate(
+def test_the_live_server_keeps_the_document(
+    case: Any, module_server: Any, auth: dict[str, str]
+) -> None:
+    response = case.call_and_validate(
         base_url=module_server.url,
         checks=CHECKS,
+        headers=auth,
     )
+    check_auth(case, response.status_code, response.text)
 
 
 # --- on a queue with data -------------------------------------------------------------------
@@ -80,8 +120,8 @@ BASELINE = {"max_attempts": 1, "visibility_ms": 600_000, "max_payload_bytes": 26
 
 
 @pytest.fixture(scope="module")
-def http(module_server: Any) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=module_server.url, timeout=30) as client:
+def http(module_server: Any, auth: dict[str, str]) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=module_server.url, timeout=30, headers=auth) as client:
         yield client
 
 
@@ -114,7 +154,7 @@ def prepare(http: httpx.Client) -> dict[str, Any]:
 @settings(max_examples=12, deadline=None, database=None,
           suppress_health_check=list(HealthCheck))
 def test_answers_on_a_queue_with_data_match_the_document(
-    case: Any, http: httpx.Client, module_server: Any
+    case: Any, http: httpx.Client, module_server: Any, auth: dict[str, str]
 ) -> None:
     state = prepare(http)
     if "q" in case.path_parameters:
@@ -125,7 +165,9 @@ def test_answers_on_a_queue_with_data_match_the_document(
         case.body, dict
     ) and {"id", "token"} <= set(case.body):
         case.body = {**case.body, **state["lease"]}
-    case.call_and_validate(
+    response = case.call_and_validate(
         base_url=module_server.url,
         checks=CHECKS,
+        headers=auth,
     )
+    check_auth(case, response.status_code, response.text)

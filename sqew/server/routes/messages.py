@@ -60,7 +60,8 @@ PeekLimit = Annotated[int, Parameter(ge=1, le=100, description="most messages")]
 
 
 @post("/queues/{q:str}/messages", operation_id="enqueue", status_code=201,
-      opt={"body": models.MessageIn | models.MessageBatchIn, "errors": ("429",),
+      opt={"access": "produce",
+           "body": models.MessageIn | models.MessageBatchIn, "errors": ("429",),
            "returns": models.EnqueueResult | models.EnqueueBatchResult},
       summary="Enqueue messages")
 async def enqueue(
@@ -129,7 +130,8 @@ def _with_key(message: models.MessageIn, key: str) -> models.MessageIn:
 
 
 @post("/queues/{q:str}/poll", operation_id="poll", status_code=200,
-      opt={"returns": models.LeasedMessageList, "errors": ("503",)}, summary="Lease messages")
+      opt={"access": "consume", "returns": models.LeasedMessageList, "errors": ("503",)},
+      summary="Lease messages")
 async def poll(
     request: Req, q: wire.QueuePath, batch: Batch = 1, wait_ms: WaitMs = 0,
     visibility_ms: VisibilityMs = None,
@@ -156,7 +158,8 @@ async def poll(
 
 
 @post("/queues/{q:str}/ack", operation_id="ack", status_code=200,
-      opt={"body": models.AckIn | models.AckBatchIn, "returns": models.ResultList},
+      opt={"access": "consume",
+           "body": models.AckIn | models.AckBatchIn, "returns": models.ResultList},
       summary="Acknowledge messages")
 async def ack(request: Req, q: wire.QueuePath) -> ASGIApp:
     """Acknowledge ``{"id", "token"}`` or ``{"acks": [...]}`` (per-item statuses)."""
@@ -174,7 +177,8 @@ async def ack(request: Req, q: wire.QueuePath) -> ASGIApp:
 
 
 @post("/queues/{q:str}/nack", operation_id="nack", status_code=200,
-      opt={"body": models.NackIn | models.NackBatchIn}, summary="Release leases for a retry")
+      opt={"access": "consume",
+           "body": models.NackIn | models.NackBatchIn}, summary="Release leases for a retry")
 async def nack(request: Req, q: wire.QueuePath) -> models.ResultList:
     """Nack ``{"id", "token", "delay_ms"?, "error"?}`` or ``{"nacks": [...]}``."""
     rt = runtime(request)
@@ -190,7 +194,7 @@ async def nack(request: Req, q: wire.QueuePath) -> models.ResultList:
 
 
 @post("/queues/{q:str}/extend-lease", operation_id="extendLease", status_code=200,
-      opt={"body": models.ExtendLeaseIn}, summary="Extend a lease (heartbeat)")
+      opt={"access": "consume", "body": models.ExtendLeaseIn}, summary="Extend a lease (heartbeat)")
 async def extend_lease(request: Req, q: wire.QueuePath) -> models.LeaseExtended:
     """Set the lease of a held message to end ``ms`` from now."""
     rt = runtime(request)
@@ -198,21 +202,24 @@ async def extend_lease(request: Req, q: wire.QueuePath) -> models.LeaseExtended:
     return await rt.service.extend_lease(q, item.id, item.token, item.ms)
 
 
-@get("/queues/{q:str}/stats", operation_id="getStats", summary="Queue depths and counters")
+@get("/queues/{q:str}/stats", operation_id="getStats", summary="Queue depths and counters",
+     opt={"access": "read"})
 async def stats(request: Req, q: wire.QueuePath) -> models.Stats:
     """Depths (ready, delayed, leased, dlq) and lifetime counters of a queue."""
     rt = runtime(request)
     return await rt.service.stats(q)
 
 
-@get("/queues/{q:str}/peek", operation_id="peek", summary="Look at the next ready messages")
+@get("/queues/{q:str}/peek", operation_id="peek", summary="Look at the next ready messages",
+     opt={"access": "consume"})
 async def peek(request: Req, q: wire.QueuePath, limit: PeekLimit = 10) -> models.MessageList:
     """The next ready messages in delivery order, without leasing them."""
     rt = runtime(request)
     return models.MessageList(await rt.service.peek(q, limit))
 
 
-@get("/queues/{q:str}/messages/{id:int}", operation_id="getMessage", summary="Get a message")
+@get("/queues/{q:str}/messages/{id:int}", operation_id="getMessage", summary="Get a message",
+     opt={"access": "consume"})
 async def get_message(request: Req, q: wire.QueuePath, id: MessageIdParam) -> models.Message:
     """One message of the queue by id."""
     rt = runtime(request)
@@ -220,7 +227,7 @@ async def get_message(request: Req, q: wire.QueuePath, id: MessageIdParam) -> mo
 
 
 @delete("/queues/{q:str}/messages/{id:int}", operation_id="removeMessage", status_code=204,
-        summary="Remove a message")
+        summary="Remove a message", opt={"access": "admin"})
 async def remove_message(request: Req, q: wire.QueuePath, id: MessageIdParam) -> None:
     """Delete one message by id, whatever its state."""
     rt = runtime(request)
@@ -228,7 +235,7 @@ async def remove_message(request: Req, q: wire.QueuePath, id: MessageIdParam) ->
 
 
 @post("/queues/{q:str}/purge", operation_id="purgeQueue", status_code=200,
-      summary="Delete every message of a queue")
+      summary="Delete every message of a queue", opt={"access": "admin"})
 async def purge(request: Req, q: wire.QueuePath) -> models.Purged:
     """Delete every message of the queue (its DLQ is kept)."""
     rt = runtime(request)

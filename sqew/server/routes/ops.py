@@ -13,13 +13,13 @@ from sqew.server.runtime import runtime
 Req = Request[Any, Any, Any]
 
 
-@get("/healthz", operation_id="healthz", summary="Liveness")
+@get("/healthz", operation_id="healthz", summary="Liveness", opt={"access": "open"})
 async def healthz() -> models.Health:
     """``{"status": "ok"}`` while the process serves (the database is not consulted)."""
     return models.Health("ok")
 
 
-@get("/readyz", operation_id="readyz", summary="Readiness")
+@get("/readyz", operation_id="readyz", summary="Readiness", opt={"access": "open"})
 async def readyz(request: Req) -> models.Health:
     """200 when the database answers and its schema is at the newest migration, else 503."""
     rt = runtime(request)
@@ -35,7 +35,8 @@ async def readyz(request: Req) -> models.Health:
     return models.Health("ok")
 
 
-@get("/metrics", operation_id="metrics", media_type=CONTENT_TYPE, summary="Prometheus metrics")
+@get("/metrics", operation_id="metrics", media_type=CONTENT_TYPE, summary="Prometheus metrics",
+     opt={"access": "metrics"})
 async def metrics(request: Req) -> Response[bytes]:
     """Metrics in the Prometheus text format."""
     body = runtime(request).metrics.render()

@@ -7,13 +7,14 @@ from typing import Any
 from litestar import Request, delete, get, patch, post
 
 from sqew import models
-from sqew.server import wire
+from sqew.server import auth, wire
 from sqew.server.runtime import runtime
 
 Req = Request[Any, Any, Any]
 
 
-@post("/queues", operation_id="createQueue", status_code=201, opt={"body": models.QueueCreate},
+@post("/queues", operation_id="createQueue", status_code=201,
+      opt={"access": "admin", "body": models.QueueCreate},
       summary="Create a queue (and its dead-letter queue)")
 async def create_queue(request: Req) -> models.Queue:
     """Create a queue named ``name`` with optional settings; its DLQ is ``name.dlq``."""
@@ -22,21 +23,27 @@ async def create_queue(request: Req) -> models.Queue:
     return await rt.service.create_queue(spec)
 
 
-@get("/queues", operation_id="listQueues", summary="List queues")
+@get("/queues", operation_id="listQueues", summary="List queues", opt={"access": "read"})
 async def list_queues(request: Req) -> models.QueueList:
-    """Every queue, dead-letter queues included, by name."""
+    """Every queue, dead-letter queues included, by name (those the caller's key reaches)."""
     rt = runtime(request)
-    return models.QueueList(await rt.service.list_queues())
+    listed = await rt.service.list_queues()
+    principal = auth.principal_of(request)
+    if principal is not None and principal.queue is not None:
+        listed = [q for q in listed if principal.reaches(q.name)]
+    return models.QueueList(listed)
 
 
-@get("/queues/{q:str}", operation_id="getQueue", summary="Show a queue with its stats")
+@get("/queues/{q:str}", operation_id="getQueue", summary="Show a queue with its stats",
+     opt={"access": "read"})
 async def get_queue(request: Req, q: wire.QueuePath) -> models.Queue:
     """One queue's settings and its ``stats``."""
     rt = runtime(request)
     return await rt.service.get_queue(q)
 
 
-@patch("/queues/{q:str}", operation_id="updateQueue", opt={"body": models.QueueSettings},
+@patch("/queues/{q:str}", operation_id="updateQueue",
+       opt={"access": "admin", "body": models.QueueSettings},
        summary="Change queue settings")
 async def update_queue(request: Req, q: wire.QueuePath) -> models.Queue:
     """Change some settings of a queue; the others keep their values."""
@@ -46,7 +53,7 @@ async def update_queue(request: Req, q: wire.QueuePath) -> models.Queue:
 
 
 @delete("/queues/{q:str}", operation_id="deleteQueue", status_code=204,
-        summary="Delete a queue, its DLQ and their messages")
+        summary="Delete a queue, its DLQ and their messages", opt={"access": "admin"})
 async def delete_queue(request: Req, q: wire.QueuePath) -> None:
     """Remove a queue with its dead-letter queue and every message of both."""
     rt = runtime(request)
@@ -54,7 +61,7 @@ async def delete_queue(request: Req, q: wire.QueuePath) -> None:
 
 
 @post("/queues/{q:str}/compact", operation_id="compactQueue", status_code=200,
-      summary="Remove expired messages and reclaim space")
+      summary="Remove expired messages and reclaim space", opt={"access": "admin"})
 async def compact(request: Req, q: wire.QueuePath) -> models.Removed:
     """Remove expired messages and tombstones, then let the database reclaim space."""
     rt = runtime(request)

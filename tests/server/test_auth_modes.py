@@ -1,0 +1,84 @@
+"""When keys are enforced, and what failed attempts cost (SPEC §2 "Auth", "Keys").
+
+- No key in the database: the server is open (any header, or none, works); the first key
+  minted over HTTP turns enforcement on in that process at once, and revoking the last one
+  turns it off again.
+- ``require_auth``: enforced with no key at all; only /healthz, /readyz (and /metrics, unless
+  ``metrics_auth``) answer.
+- ``/metrics`` is open while keys are enforced, unless ``metrics_auth``.
+- Failed attempts per client address: beyond ``auth_failures_per_minute``, 429 ``RateLimited``
+  with ``Retry-After`` for that address, its right key included; a request without any key is
+  not an attempt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+from auth_support import bearer, mint
+from targets import ServerThread
+
+from .support import envelope
+from .test_auth_matrix import endpoints
+
+Start = Callable[..., ServerThread]
+
+
+def test_with_no_key_the_server_is_open_until_one_is_minted(start_server: Start) -> None:
+    server = start_server()
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        assert http.get("/queues").status_code == 200
+        assert http.get("/queues", headers={"Authorization": "Bearer junk"}).status_code == 200
+        made = http.post("/keys", json={"scopes": ["admin"]})  # the first key, over HTTP
+        assert made.status_code == 201, made.text
+        envelope(http.get("/queues"), 401, "Unauthorized")  # at once, in this process
+        key = made.json()
+        assert http.get("/queues", headers=bearer(key["key"])).status_code == 200
+        gone = http.delete(f"/keys/{key['id']}", headers=bearer(key["key"]))
+        assert gone.status_code == 204, gone.text
+        assert http.get("/queues").status_code == 200  # no key left: open again
+
+
+def test_require_auth_with_no_key_refuses_all_but_the_open_routes(
+    start_server: Start, tmp_path: Any
+) -> None:
+    server = start_server(require_auth=True)
+    opened = {"/healthz", "/readyz", "/metrics"}
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        for endpoint in endpoints():
+            if endpoint.method == "OPTIONS":
+                continue
+            response = http.request(endpoint.method, endpoint.path)
+            if endpoint.path in opened:
+                assert response.status_code == 200, (str(endpoint), response.text)
+            else:
+                envelope(response, 401, "Unauthorized")
+        envelope(http.post("/keys", json={"scopes": ["admin"]}), 401, "Unauthorized")
+
+
+def test_metrics_are_open_unless_metrics_auth(start_server: Start, tmp_path: Any) -> None:
+    db = tmp_path / "m.db"
+    mint(db, "admin")
+    server = start_server(db=str(db))
+    assert httpx.get(server.url + "/metrics").status_code == 200
+    envelope(httpx.get(server.url + "/queues"), 401, "Unauthorized")
+
+
+def test_failed_attempts_are_rate_limited_per_address(start_server: Start, tmp_path: Any) -> None:
+    db = tmp_path / "r.db"
+    key = mint(db, "admin").key
+    server = start_server(db=str(db), auth_failures_per_minute=3)
+    wrong = bearer(key[:-43] + "A" * 43)  # a real id, another secret: argon2 runs
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        for _ in range(5):  # no key at all is no attempt
+            envelope(http.get("/queues"), 401, "Unauthorized")
+        for _ in range(3):
+            envelope(http.get("/queues", headers=wrong), 401, "Unauthorized")
+        limited = http.get("/queues", headers=wrong)
+        envelope(limited, 429, "RateLimited")
+        assert 1 <= int(limited.headers["retry-after"]) <= 60
+        # the address is limited, whatever it sends: its right key too
+        envelope(http.get("/queues", headers=bearer(key)), 429, "RateLimited")
+        assert http.get("/healthz").status_code == 200  # open routes need no key work
