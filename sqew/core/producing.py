@@ -58,17 +58,30 @@ class Enqueue(Op[Results]):
     def run(self, tx: Tx, now: int) -> Results:
         if self.keyed:  # duplicates are found inside: count after
             q = queue_row(tx, self.queue)
-            self.check(q.hmac_secret, now)
+            self.check(tx, q.hmac_secret, now)
             return insert(tx, q, self.messages, now)
         limits = tx.reserve(self.queue, len(self.messages))  # find the queue, count the batch
         if limits is None:
             raise errors.queue_not_found(self.queue)
-        self.check(limits.hmac_secret, now)
+        self.check(tx, limits.hmac_secret, now)
         return insert_reserved(tx, limits, self.messages, now)
 
-    def check(self, secret: str | None, now: int) -> None:
-        """Raise ``InvalidSignature`` unless the enqueue is unchecked or its proof holds."""
-        if secret is not None and self.proof is not None:
+    def check(self, tx: Tx, secret: str | None, now: int) -> None:
+        """Raise ``InvalidSignature`` unless the enqueue is unchecked or its proof holds.
+
+        ``secret`` is the queue's own; on a DLQ the proof must hold its queue's secret when
+        that queue has one: a DLQ's messages are requeued to its queue, whose consumers are
+        handed them signed with that queue's secret, so an enqueue to ``q.dlq`` unsigned by
+        it would launder a message past ``q``'s check (and a key bound to ``q`` reaches
+        ``q.dlq``). Only a checked enqueue to a DLQ pays the extra read.
+        """
+        if self.proof is None:
+            return
+        if self.queue.endswith(rules.DLQ_SUFFIX):
+            parent = tx.get_queue(self.queue[: -len(rules.DLQ_SUFFIX)])
+            if parent is not None and parent.hmac_secret is not None:
+                secret = parent.hmac_secret
+        if secret is not None:
             signing.verify(secret, self.proof, now, self.queue)
 
     @classmethod
@@ -88,7 +101,7 @@ class Enqueue(Op[Results]):
         spans: list[tuple[int, int] | None] = []
         for p in parts:
             try:  # a bad signature or message fails its own request only
-                p.check(q.hmac_secret, now)
+                p.check(tx, q.hmac_secret, now)
                 part = [_row(q, m, i, now) for i, m in enumerate(p.messages)]
             except errors.SqewError as exc:
                 outcomes.append((False, exc))
@@ -112,7 +125,7 @@ class Enqueue(Op[Results]):
 
 def _alone(tx: Tx, q: QueueLimits, op: Enqueue, now: int) -> Outcome:
     try:
-        op.check(q.hmac_secret, now)
+        op.check(tx, q.hmac_secret, now)
         with tx.savepoint():
             return True, insert(tx, queue_row(tx, op.queue), op.messages, now)
     except errors.SqewError as exc:

@@ -199,6 +199,26 @@ def test_a_malformed_signature_is_refused(http: httpx.Client, hq: str, case: str
     assert depth(http, hq) == (0, 0)
 
 
+def test_the_dlq_of_a_queue_with_a_secret_takes_only_enqueues_signed_with_it(
+    http: httpx.Client, hq: str
+) -> None:
+    """Messages in ``q.dlq`` are requeued to ``q``, where a consumer is handed them with a
+    valid ``signature``: an unsigned enqueue to the DLQ would launder a message past the
+    producer's check (and a produce key bound to ``q`` reaches ``q.dlq``)."""
+    dlq = f"{hq}.dlq"
+    body = b'{"payload": "forged"}'
+    refused(post(http, dlq, body), "missing")
+    refused(post(http, dlq, body, signed(body, secret="another-secret-of-16-bytes")), "mismatch")
+    assert post(http, dlq, body, signed(body)).status_code == 201  # signed with q's secret
+    batch = b'{"messages": [{"payload": "b"}]}'
+    refused(post(http, dlq, batch), "missing")
+    keyed = b'{"payload": "k", "idempotency_key": "d1"}'
+    refused(post(http, dlq, keyed), "missing")
+    assert http.post(f"/queues/{hq}/dlq/requeue").json() == {"requeued": 1}
+    polled = http.post(f"/queues/{hq}/poll", params={"batch": 10}).json()["messages"]
+    assert [m["payload"] for m in polled] == ["forged"]  # only the signed one came through
+
+
 def test_a_repeated_signature_header_is_malformed(http: httpx.Client, hq: str) -> None:
     body = b'{"payload": 1}'
     refused(post(http, hq, body, signed(body), signed(body)), "malformed")
