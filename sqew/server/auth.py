@@ -328,9 +328,17 @@ class Authenticator:
 
     def revoked(self, key_id: str) -> None:
         """A key was removed by this process: it stops working here now."""
-        self._changes += 1
+        self._forget(lambda p: p.key_id == key_id)
+
+    def queue_deleted(self, queue: str) -> None:
+        """A queue was deleted by this process, and with it the keys bound to it: they stop
+        working here now (a new queue of the same name must not be reachable with them)."""
+        self._forget(lambda p: p.queue == queue)
+
+    def _forget(self, gone: Callable[[keys.Principal], bool]) -> None:
+        self._changes += 1  # a read of a key begun before is stale
         self._checked = -math.inf  # it may have been the last one
-        for digest in [d for d, e in self._cache.items() if e.principal.key_id == key_id]:
+        for digest in [d for d, e in self._cache.items() if gone(e.principal)]:
             del self._cache[digest]
 
     # --- recording uses -------------------------------------------------------------------------

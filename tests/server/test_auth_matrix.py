@@ -170,8 +170,12 @@ def _expected(endpoint: Endpoint, caller: str) -> tuple[int, str] | None:
 def test_every_endpoint_answers_every_caller(
     http: httpx.Client, keyed: Keyed, endpoint: Endpoint, caller: str
 ) -> None:
-    headers = _key(keyed, endpoint, caller)
-    response = http.request(endpoint.method, endpoint.path, headers=headers)
+    headers, path = _key(keyed, endpoint, caller), endpoint.path
+    if (endpoint.method, path, caller) == ("DELETE", f"/queues/{QUEUE}", "right key"):
+        # Deleting a queue revokes the keys bound to it: the matrix's keys bound to QUEUE
+        # must outlive this case, so a queue of its own and a key bound to it are deleted.
+        headers, path = _doomed_queue(http, keyed)
+    response = http.request(endpoint.method, path, headers=headers)
     sent = headers.get("Authorization", "").removeprefix("Bearer ")
     assert not sent or sent not in response.text  # never echoed
     expected = _expected(endpoint, caller)
@@ -182,6 +186,16 @@ def test_every_endpoint_answers_every_caller(
     envelope(response, status, code)
     if status == 401:
         assert response.headers["www-authenticate"].startswith("Bearer")
+
+
+def _doomed_queue(http: httpx.Client, keyed: Keyed) -> tuple[dict[str, str], str]:
+    """A new queue and an admin key bound to it: the right key to delete it."""
+    admin = bearer(keyed.keys["admin"])
+    name = f"doomed{secrets.token_hex(4)}"
+    assert http.post("/queues", json={"name": name}, headers=admin).status_code == 201
+    made = http.post("/keys", json={"scopes": ["admin"], "queue": name}, headers=admin)
+    assert made.status_code == 201, made.text
+    return bearer(made.json()["key"]), f"/queues/{name}"
 
 
 def test_the_matrix_covers_every_operation() -> None:
@@ -255,6 +269,24 @@ def test_a_key_minted_over_http_works_at_once_and_its_use_is_recorded(
         assert time.monotonic() < deadline, "last_used_at was never recorded"
         time.sleep(0.05)
     assert key not in http.get("/keys", headers=admin).text
+
+
+def test_a_bound_key_does_not_reach_a_new_queue_of_its_deleted_queues_name(
+    http: httpx.Client, keyed: Keyed
+) -> None:
+    """Deleting a queue revokes the keys bound to it; in the process that deleted it at
+    once (as ``DELETE /keys/{id}`` does), not only when the cached key is next confirmed."""
+    admin = bearer(keyed.keys["admin"])
+    assert http.post("/queues", json={"name": "doomed"}, headers=admin).status_code == 201
+    made = http.post("/keys", json={"scopes": ["produce"], "queue": "doomed"}, headers=admin)
+    bound = bearer(made.json()["key"])
+    sent = http.post("/queues/doomed/messages", json={"payload": 1}, headers=bound)
+    assert sent.status_code == 201, sent.text  # verified, and now in the cache
+    assert http.delete("/queues/doomed", headers=admin).status_code == 204
+    assert http.post("/queues", json={"name": "doomed"}, headers=admin).status_code == 201
+    envelope(http.post("/queues/doomed/messages", json={"payload": 2}, headers=bound),
+             401, "Unauthorized")
+    assert http.get("/queues/doomed/stats", headers=admin).json()["ready"] == 0
 
 
 def test_the_principal_is_not_needed_on_open_routes(http: httpx.Client) -> None:

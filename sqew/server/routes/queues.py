@@ -58,6 +58,7 @@ async def delete_queue(request: Req, q: wire.QueuePath) -> None:
     """Remove a queue with its dead-letter queue and every message of both."""
     rt = runtime(request)
     await rt.service.delete_queue(q)
+    rt.auth.queue_deleted(q)  # the keys bound to it went with it: they stop working here now
 
 
 @post("/queues/{q:str}/compact", operation_id="compactQueue", status_code=200,
