@@ -55,7 +55,9 @@ class HttpClient(Client):
             (a private CA), instead of the system's. Certificates are always verified.
 
     Raises:
-        sqew.errors.ValidationError: ``ca_cert`` cannot be read or holds no PEM certificate.
+        sqew.errors.ValidationError: ``ca_cert`` cannot be read or holds no PEM certificate,
+            or ``api_key`` holds a character no HTTP header can carry (surrounding whitespace,
+            a line ending kept from a file, is dropped).
     """
 
     # The server refuses payloads deeper than its own max_json_depth; checking here only keeps
@@ -76,8 +78,8 @@ class HttpClient(Client):
         self._hmac_secret = hmac_secret or None
         self.timeout = timeout
         headers = {"user-agent": f"sqew/{__version__}", "accept": "application/json"}
-        if api_key:
-            headers["authorization"] = f"Bearer {api_key}"
+        if api_key and api_key.strip():
+            headers["authorization"] = f"Bearer {_header_safe(api_key)}"
         self._owned = http is None
         self._http = http or httpx.Client(
             base_url=self.base_url, timeout=timeout,
@@ -114,6 +116,12 @@ class HttpClient(Client):
             raise errors.Unavailable(
                 f"the server at {self.base_url} did not answer in time ({type(exc).__name__})"
             ) from exc
+        except httpx.LocalProtocolError:  # its text (and a chained traceback) quotes the
+            # offending header, which may hold a key: neither is passed on
+            raise errors.ValidationError(
+                "the request cannot be sent: it is not valid HTTP (a header value with a "
+                "control character or surrounding whitespace, say)"
+            ) from None
         except httpx.TransportError as exc:
             if _certificate_error(exc):
                 raise errors.Unavailable(
@@ -344,6 +352,18 @@ def _certificate_error(exc: BaseException) -> bool:
             return True
         seen = seen.__cause__ or seen.__context__
     return False
+
+
+def _header_safe(api_key: str) -> str:
+    """``api_key`` without surrounding whitespace, checked to be visible ASCII (what a header
+    carries as is); the error never quotes it."""
+    key = api_key.strip()
+    if not all("!" <= c <= "~" for c in key):
+        raise errors.ValidationError(
+            "the API key holds a character an HTTP header cannot carry (a space, a control "
+            "character or a non-ASCII one); a key is sqew_<id>_<secret>"
+        )
+    return key
 
 
 def _without_none(item: Mapping[str, Any]) -> dict[str, Any]:

@@ -67,6 +67,26 @@ def test_without_a_key_or_with_a_wrong_one_the_cli_says_unauthorized(
     remote.fails("--api-key", "not-a-key", "queue", "list", code="Unauthorized")
 
 
+def test_a_key_with_stray_whitespace_works_and_a_broken_one_is_never_echoed(
+    keyed: tuple[Server, str, str], tmp_path: Path
+) -> None:
+    """A key read from a file keeps its line ending (``SQEW_API_KEY`` from a CRLF file, say):
+    the surrounding whitespace is not part of a key. A key no HTTP header can carry is
+    refused before anything is sent, and the error line never holds it (httpx's own error
+    quoted the whole header, key and all)."""
+    server, admin, _ = keyed
+    remote = Sqew(tmp_path, server.db, server.url)
+    assert "jobs" in {q["name"] for q in remote.json("--api-key", admin + "\r\n", "queue",
+                                                     "list")["queues"]}
+    remote.json("queue", "list", env={"SQEW_API_KEY": f" {admin} "})
+    secret = admin[-43:]
+    for broken in (admin[:30] + "\n" + admin[30:], admin[:30] + "\u00e9" + admin[30:],
+                   admin[:30] + "\x01" + admin[30:]):
+        failed = remote.fails("--api-key", broken, "queue", "list", code="ValidationError")
+        assert secret[:8] not in failed.stderr + failed.stdout, failed.stderr
+        assert "\\x" not in failed.stderr, failed.stderr
+
+
 def test_a_key_without_the_scope_is_forbidden(
     keyed: tuple[Server, str, str], tmp_path: Path
 ) -> None:
