@@ -227,33 +227,57 @@ class Authenticator:
                 if now - entry.touched >= TOUCH_EVERY_S:
                     self._note_use(entry, now)
                 return entry.principal
-            return await self._identify(digest, credentials, entry, now)
+            key = _key(credentials) if entry is None else ""
         except errors.Unauthorized:
-            if self._failures.fail(address, time.monotonic()):
-                log.warning("too many failed API key attempts from %s: answering 429 for a while",
-                            address or "an unknown address")
+            self._failed(address)
             raise
-
-    async def _identify(
-        self, digest: bytes, credentials: bytes, entry: _Entry | None, now: float
-    ) -> keys.Principal:
-        """A key not in the cache, or cached but due for confirmation."""
         if entry is not None:
-            self._cache.move_to_end(digest)
-            confirm = functools.partial(self._confirm, digest, entry)
-            if now - entry.confirmed < CONFIRM_S:  # confirm it ahead: no request waits for it
-                self._once.start(digest, confirm)
-                got: _Entry | None = entry
-            else:
-                got = await self._once(digest, confirm)
+            got = await self._confirmed(digest, entry, now)
+            if got is None:
+                self._failed(address)
         else:
-            key = _key(credentials)
-            got = await self._once(digest, functools.partial(self._verify, digest, key))
+            got = await self._verified(digest, key, address, now)
         if got is None:
             raise errors.Unauthorized(_WRONG)
         if now - got.touched >= TOUCH_EVERY_S:
             self._note_use(got, now)
         return got.principal
+
+    async def _confirmed(self, digest: bytes, entry: _Entry, now: float) -> _Entry | None:
+        """A cached key due for confirmation: still valid (None: revoked)."""
+        self._cache.move_to_end(digest)
+        confirm = functools.partial(self._confirm, digest, entry)
+        if now - entry.confirmed < CONFIRM_S:  # confirm it ahead: no request waits for it
+            self._once.start(digest, confirm)
+            return entry
+        return await self._once(digest, confirm)
+
+    async def _verified(self, digest: bytes, key: str, address: str, now: float
+                        ) -> _Entry | None:
+        """A well-formed key not in the cache, verified (None: not a valid key).
+
+        The attempt counts as failed from the start, and is taken back once the key proves
+        valid: counted only after its argon2 verification, an address sending many wrong
+        keys at once (one per connection) had every one of them verified before the first
+        failure was counted; so it has no more verifications under way than it may fail.
+        """
+        self._failures.fail(address, now)
+        got = await self._once(digest, functools.partial(self._verify, digest, key))
+        if got is not None:
+            self._failures.forgive(address, time.monotonic())
+        elif self._failures.wait(address, time.monotonic()) is not None:
+            self._warn(address)
+        return got
+
+    def _failed(self, address: str) -> None:
+        """Count a failed attempt of ``address`` (a warning when that uses up its allowance)."""
+        if self._failures.fail(address, time.monotonic()):
+            self._warn(address)
+
+    @staticmethod
+    def _warn(address: str) -> None:
+        log.warning("too many failed API key attempts from %s: answering 429 for a while",
+                    address or "an unknown address")
 
     async def _verify(self, digest: bytes, key: str) -> _Entry | None:
         """A key not in the cache: its row, then argon2 on the database threads."""
@@ -416,6 +440,11 @@ class FailureLimit:
             return None
         over = self._level(address, now) + 1.0 - self._capacity  # what one more would spill
         return None if over <= 0 else max(1.0, over / self._rate)
+
+    def forgive(self, address: str, now: float) -> None:
+        """Take back one attempt of ``address`` counted as failed (it succeeded after all)."""
+        if self._capacity and address in self._levels:
+            self._levels[address] = (max(0.0, self._level(address, now) - 1.0), now)
 
     def fail(self, address: str, now: float) -> bool:
         """Count a failed attempt of ``address``; True if that used up what it may fail."""

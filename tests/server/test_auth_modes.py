@@ -13,7 +13,10 @@
 
 from __future__ import annotations
 
+import secrets
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -82,3 +85,35 @@ def test_failed_attempts_are_rate_limited_per_address(start_server: Start, tmp_p
         # the address is limited, whatever it sends: its right key too
         envelope(http.get("/queues", headers=bearer(key)), 429, "RateLimited")
         assert http.get("/healthz").status_code == 200  # open routes need no key work
+
+
+def test_concurrent_wrong_keys_of_one_address_are_limited_like_sequential_ones(
+    start_server: Start, tmp_path: Any
+) -> None:
+    """Each wrong key with a real id costs an argon2 verification: an address that sends many
+    at once (one per connection) gets no more of them under way than it may fail; the rest
+    are answered 429 before any key work. Counted only once verified, all of them passed."""
+    db = tmp_path / "c.db"
+    key = mint(db, "admin").key
+    server = start_server(db=str(db), auth_failures_per_minute=3)
+    count = 24
+    ready = threading.Barrier(count)
+
+    def attempt(i: int) -> int:
+        wrong = bearer(key[:-43] + secrets.token_urlsafe(32))  # another secret each: no sharing
+        with httpx.Client(base_url=server.url, timeout=60) as http:
+            assert http.get("/healthz").status_code == 200  # connected
+            ready.wait(30)
+            response = http.get("/queues", headers=wrong)
+        if response.status_code == 429:
+            envelope(response, 429, "RateLimited")
+            assert float(response.headers["retry-after"]) >= 1
+        else:
+            envelope(response, 401, "Unauthorized")
+        return response.status_code
+
+    with ThreadPoolExecutor(count) as pool:
+        statuses = list(pool.map(attempt, range(count)))
+    assert statuses.count(401) <= 3, statuses
+    assert statuses.count(429) >= count - 3, statuses
+
