@@ -4,7 +4,8 @@ A key is ``sqew_<id>_<secret>``: ``id`` (16 hex digits) is public — listings a
 name it, and a presented key is looked up by it — and ``secret`` is 32 random bytes
 (base64url). Only the argon2id hash of the whole key is stored, so the database, a backup or
 a log of it never yields a working key. Verifying a hash is deliberately slow (tens of ms):
-callers cache what they verified (``sqew.server.auth``) and verify away from the event loop.
+callers cache what they verified (``sqew.server.authenticator``) and verify away from the
+event loop.
 
 Scopes (SPEC §2): ``produce`` (enqueue), ``consume`` (poll, ack, nack, extend-lease, peek, get),
 ``admin`` (everything, keys included). A key bound to a queue reaches that queue and its DLQ

@@ -1,4 +1,5 @@
-"""API keys enforced on every endpoint (SPEC §2 "Auth"), without paying argon2 per request.
+"""API keys enforced on every endpoint (SPEC §2 "Auth"): what each route needs, and the
+middleware that checks it.
 
 **What a route needs.** Every route handler declares it in ``opt["access"]``: ``open`` (no key
 consulted: /healthz, /readyz), ``read`` (any scope: a queue's settings and stats, the list of
@@ -16,35 +17,15 @@ setting ``require_auth``.
 (with ``WWW-Authenticate: Bearer``), wrong scope or queue → 403 ``Forbidden``. The principal of
 an accepted key is left in the request's scope state (``principal_of``) for handlers and logs.
 It is an ASGI middleware and not a Litestar guard because Litestar copies the route handler for
-every guard call (7 µs per request here, the price of a whole statement of an enqueue).
-
-**Cost.** A key is verified with argon2 once (on the database threads, at most
-``VERIFICATIONS`` at a time: each takes 64 MiB and ~100 ms) and then kept in a bounded LRU
-cache keyed by ``keys.digest(key)`` with the stored hash. A cached key older than ``CONFIRM_S``
-is re-confirmed with a primary-key read (the row must still be there with the same hash; no
-argon2), so a key revoked anywhere stops working within a second in every process; a key in
-use is re-confirmed in the background from ``REFRESH_S`` on, so that requests do not wait for
-it. Concurrent requests with the same key share one verification or confirmation.
-``last_used_at`` is written in batches by a background task, at most once a minute per key.
-Failed attempts are counted per client address (a leaky bucket of ``auth_failures_per_minute``);
-beyond it the address is answered 429 ``RateLimited`` with ``Retry-After`` before any key work,
-whatever key it sends.
+every guard call (7 µs per request here, the price of a whole statement of an enqueue). Who the
+key is, without paying argon2 per request, is ``sqew.server.authenticator``'s job; failed
+attempts per address are ``sqew.server.attempts``'.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import functools
-import hashlib
-import hmac
-import logging
-import math
-import time
-from collections import OrderedDict
-from collections.abc import Callable, Coroutine, Hashable, Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, get_args
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from litestar import Request
 from litestar.enums import ScopeType
@@ -52,43 +33,18 @@ from litestar.handlers import BaseRouteHandler
 from litestar.types import ASGIApp, Receive, Scope, Send
 
 from sqew import errors
-from sqew.backends.base import KeyRow
 from sqew.core import keys
 
 if TYPE_CHECKING:
-    from sqew.server.runtime import Runtime
-
-T = TypeVar("T")
-log = logging.getLogger("sqew.server")
+    from sqew.server.authenticator import Authenticator
 
 Access = Literal["open", "read", "produce", "consume", "admin", "metrics"]
 ACCESS: frozenset[str] = frozenset(get_args(Access))
 
-CONFIRM_S = 1.0
-"""A cached key older than this is confirmed again with its row (a revocation's reach)."""
-KEYS_CHECK_S = 1.0
-"""How long 'a key exists (or not)' is believed before the database is asked again."""
-REFRESH_S = 0.8
-"""Past this age a key in use (or the 'a key exists' answer) is read again in the background,
-so that under steady traffic no request waits for a confirmation."""
-TOUCH_EVERY_S = 60.0
-"""A key's ``last_used_at`` is written at most this often (per process)."""
-FLUSH_EVERY_S = 1.0
-"""How often the uses to record are written."""
-VERIFICATIONS = 2
-"""argon2 verifications running at once per process (each holds 64 MiB for ~100 ms)."""
-ADDRESSES = 10_000
-"""Client addresses whose failed attempts are remembered (least recently failed go first)."""
 PRINCIPAL = "sqew.principal"
 """The key of the request's principal in the ASGI scope's ``state``."""
 CHALLENGE = 'Bearer realm="sqew"'
 """``WWW-Authenticate`` of every 401 Unauthorized."""
-
-_AUTHORIZATION = b"authorization"
-_MISSING = "this server requires an API key: send `Authorization: Bearer <key>`"
-_SCHEME = "the Authorization header must be `Bearer <key>`"
-_MALFORMED = "the Authorization header holds no well-formed API key (sqew_<id>_<secret>)"
-_WRONG = "the API key is not valid (unknown, wrong or revoked)"
 
 
 def check_routes(handlers: Iterable[BaseRouteHandler]) -> None:
@@ -145,344 +101,3 @@ def authorize(principal: keys.Principal, need: str, queue: str | None) -> None:
     raise errors.Forbidden(f"{who} lacks the {need} scope (it has: "
                            f"{', '.join(sorted(principal.scopes))})")
 
-
-@dataclass(slots=True)
-class _Entry:
-    """A verified key in the cache."""
-
-    principal: keys.Principal
-    hash: str  # the stored hash it was verified against: a new row under the id is not it
-    confirmed: float  # time.monotonic() when its row was last read (before the read)
-    touched: float = -math.inf  # time.monotonic() when its use was last queued for recording
-
-
-class Authenticator:
-    """Who is calling, per request, for one app (one per process).
-
-    Args:
-        rt: the app's runtime (settings, the service once started, the database threads).
-    """
-
-    def __init__(self, rt: Runtime) -> None:
-        s = rt.settings
-        self._rt = rt
-        self._required = s.require_auth
-        self._metrics: Access = "admin" if s.metrics_auth else "open"
-        self._size = s.auth_cache_size
-        self._cache: OrderedDict[bytes, _Entry] = OrderedDict()
-        self._once: _Once[_Entry | None] = _Once()  # per key digest
-        self._once_any: _Once[bool] = _Once()
-        self._slots = asyncio.Semaphore(VERIFICATIONS)
-        self._failures = FailureLimit(s.auth_failures_per_minute)
-        self._any = False
-        self._checked = -math.inf  # when _any was last read (monotonic)
-        self._changes = 0  # keys minted or revoked in this process: reads begun before are stale
-        self._used: dict[str, int] = {}  # key id -> ms, to record
-        self._flusher: asyncio.Task[None] | None = None
-
-    # --- per request ----------------------------------------------------------------------------
-    def need_of(self, handler: BaseRouteHandler) -> Access:
-        """What ``handler`` needs (see the module's docstring)."""
-        access: Access | None = handler.opt.get("access")
-        if access == "metrics":
-            return self._metrics
-        if access is None:  # Litestar's own handlers: its OPTIONS answers are harmless
-            return "open" if handler.http_methods == {"OPTIONS"} else "admin"  # type: ignore[attr-defined]
-        return access
-
-    async def authenticate(self, scope: Scope) -> keys.Principal | None:
-        """The principal of the request's key; None when keys are not enforced.
-
-        Raises:
-            sqew.errors.RateLimited: too many failed attempts from the client's address.
-            sqew.errors.Unauthorized: no key, or not a valid one.
-        """
-        # The common cases (keys known to be enforced or not, a key confirmed recently) take
-        # no await and no call they can spare: this runs before every request.
-        now = time.monotonic()
-        if not self._required and (
-            not self._any if now - self._checked < REFRESH_S else not await self._keys_exist(now)
-        ):
-            return None
-        client = scope.get("client")
-        address = client[0] if client else ""
-        wait = self._failures.wait(address, now)
-        if wait is not None:
-            raise errors.RateLimited(
-                "too many failed API key attempts from this address; retry after "
-                f"{math.ceil(wait)} s", retry_after=wait,
-            )
-        values = [v for k, v in scope["headers"] if k == _AUTHORIZATION]
-        if not values:
-            raise errors.Unauthorized(_MISSING)
-        try:
-            credentials = _credentials(values)
-            # The SHA-256 of the key's ASCII bytes is keys.digest(key); hashing the bytes as
-            # they came spares a cached key the decoding and the pattern match (only
-            # well-formed keys are ever cached, so a hit is one).
-            digest = hashlib.sha256(credentials).digest()
-            entry = self._cache.get(digest)
-            if entry is not None and now - entry.confirmed < REFRESH_S:
-                self._cache.move_to_end(digest)
-                if now - entry.touched >= TOUCH_EVERY_S:
-                    self._note_use(entry, now)
-                return entry.principal
-            key = _key(credentials) if entry is None else ""
-        except errors.Unauthorized:
-            self._failed(address)
-            raise
-        if entry is not None:
-            got = await self._confirmed(digest, entry, now)
-            if got is None:
-                self._failed(address)
-        else:
-            got = await self._verified(digest, key, address, now)
-        if got is None:
-            raise errors.Unauthorized(_WRONG)
-        if now - got.touched >= TOUCH_EVERY_S:
-            self._note_use(got, now)
-        return got.principal
-
-    async def _confirmed(self, digest: bytes, entry: _Entry, now: float) -> _Entry | None:
-        """A cached key due for confirmation: still valid (None: revoked)."""
-        self._cache.move_to_end(digest)
-        confirm = functools.partial(self._confirm, digest, entry)
-        if now - entry.confirmed < CONFIRM_S:  # confirm it ahead: no request waits for it
-            self._once.start(digest, confirm)
-            return entry
-        return await self._once(digest, confirm)
-
-    async def _verified(self, digest: bytes, key: str, address: str, now: float
-                        ) -> _Entry | None:
-        """A well-formed key not in the cache, verified (None: not a valid key).
-
-        The attempt counts as failed from the start, and is taken back once the key proves
-        valid: counted only after its argon2 verification, an address sending many wrong
-        keys at once (one per connection) had every one of them verified before the first
-        failure was counted; so it has no more verifications under way than it may fail.
-        """
-        self._failures.fail(address, now)
-        got = await self._once(digest, functools.partial(self._verify, digest, key))
-        if got is not None:
-            self._failures.forgive(address, time.monotonic())
-        elif self._failures.wait(address, time.monotonic()) is not None:
-            self._warn(address)
-        return got
-
-    def _failed(self, address: str) -> None:
-        """Count a failed attempt of ``address`` (a warning when that uses up its allowance)."""
-        if self._failures.fail(address, time.monotonic()):
-            self._warn(address)
-
-    @staticmethod
-    def _warn(address: str) -> None:
-        log.warning("too many failed API key attempts from %s: answering 429 for a while",
-                    address or "an unknown address")
-
-    async def _verify(self, digest: bytes, key: str) -> _Entry | None:
-        """A key not in the cache: its row, then argon2 on the database threads."""
-        key_id = keys.key_id_of(key)
-        assert key_id is not None  # _key checked the form
-        row, read_at = await self._row(key_id)
-        changes = self._changes
-        if row is None:
-            return None
-        async with self._slots:
-            ok = await self._rt.offload(functools.partial(keys.verify, row.hash, key))
-        if not ok:
-            return None
-        if changes != self._changes:  # revoked here meanwhile, perhaps: read the row again
-            again, read_at = await self._row(key_id)
-            if again is None or not hmac.compare_digest(again.hash, row.hash):
-                return None
-        return self._keep(digest, row, read_at, -math.inf)
-
-    async def _confirm(self, digest: bytes, entry: _Entry) -> _Entry | None:
-        """A cached key whose row was read more than CONFIRM_S ago: is it still there?"""
-        row, read_at = await self._row(entry.principal.key_id)
-        if row is None or not hmac.compare_digest(row.hash, entry.hash):
-            self._cache.pop(digest, None)
-            return None
-        return self._keep(digest, row, read_at, entry.touched)
-
-    async def _row(self, key_id: str) -> tuple[KeyRow | None, float]:
-        """The key's row, read after every mint or revocation this process has begun."""
-        while True:
-            changes, read_at = self._changes, time.monotonic()
-            row = await self._rt.service.find_key(key_id)
-            if changes == self._changes:
-                return row, read_at
-
-    def _keep(self, digest: bytes, row: KeyRow, read_at: float, touched: float) -> _Entry:
-        entry = _Entry(keys.Principal.of(row), row.hash, read_at, touched)
-        self._cache[digest] = entry
-        self._cache.move_to_end(digest)
-        while len(self._cache) > self._size:
-            self._cache.popitem(last=False)
-        return entry
-
-    async def _keys_exist(self, now: float) -> bool:
-        """Whether keys are enforced (a key exists), as read at most KEYS_CHECK_S ago; read
-        again in the background from REFRESH_S on."""
-        if now - self._checked < KEYS_CHECK_S:
-            self._once_any.start(None, self._check)
-            return self._any
-        return await self._once_any(None, self._check)
-
-    async def _check(self) -> bool:
-        """Whether a key exists, from the database."""
-        while True:
-            changes, read_at = self._changes, time.monotonic()
-            found = await self._rt.service.any_key()
-            if changes == self._changes:
-                break
-        self._any, self._checked = found, read_at
-        return found
-
-    def _note_use(self, entry: _Entry, now: float) -> None:
-        """Queue the key's use for recording (called at most once per TOUCH_EVERY_S)."""
-        entry.touched = now
-        self._used[entry.principal.key_id] = self._rt.clock()
-
-    # --- keys minted and revoked here -----------------------------------------------------------
-    def minted(self) -> None:
-        """A key was stored by this process: enforce keys from now on."""
-        self._changes += 1
-        self._any, self._checked = True, time.monotonic()
-
-    def revoked(self, key_id: str) -> None:
-        """A key was removed by this process: it stops working here now."""
-        self._forget(lambda p: p.key_id == key_id)
-
-    def queue_deleted(self, queue: str) -> None:
-        """A queue was deleted by this process, and with it the keys bound to it: they stop
-        working here now (a new queue of the same name must not be reachable with them)."""
-        self._forget(lambda p: p.queue == queue)
-
-    def _forget(self, gone: Callable[[keys.Principal], bool]) -> None:
-        self._changes += 1  # a read of a key begun before is stale
-        self._checked = -math.inf  # it may have been the last one
-        for digest in [d for d, e in self._cache.items() if gone(e.principal)]:
-            del self._cache[digest]
-
-    # --- recording uses -------------------------------------------------------------------------
-    def start(self) -> None:
-        """Start recording uses in the background (on the server's loop, after startup)."""
-        self._flusher = asyncio.get_running_loop().create_task(self._flush_forever())
-
-    async def stop(self) -> None:
-        """Stop the background task and record what is left."""
-        if self._flusher is not None:
-            self._flusher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._flusher
-            self._flusher = None
-        await self.flush()
-
-    async def flush(self) -> None:
-        """Write the queued ``last_used_at`` times now (one transaction)."""
-        if not self._used:
-            return
-        used, self._used = list(self._used.items()), {}
-        try:
-            await self._rt.service.touch_keys(used)
-        except errors.SqewError as exc:  # a busy or read-only database: the times are only news
-            log.warning("recording when API keys were last used failed: %s", exc.message)
-
-    async def _flush_forever(self) -> None:
-        while True:
-            await asyncio.sleep(FLUSH_EVERY_S)
-            await self.flush()
-
-
-def _credentials(values: list[bytes]) -> bytes:
-    """What follows ``Bearer`` in the one Authorization header (never echoed in errors)."""
-    if len(values) != 1:
-        raise errors.Unauthorized(f"send one Authorization header, not {len(values)}")
-    scheme, _, credentials = values[0].strip().partition(b" ")
-    if scheme.lower() != b"bearer":
-        raise errors.Unauthorized(_SCHEME)
-    return credentials.strip()
-
-
-def _key(credentials: bytes) -> str:
-    """The well-formed key ``credentials`` hold (Unauthorized if they hold none)."""
-    try:
-        key = credentials.decode("ascii")
-    except UnicodeDecodeError:
-        raise errors.Unauthorized(_MALFORMED) from None
-    if keys.key_id_of(key) is None:
-        raise errors.Unauthorized(_MALFORMED)
-    return key
-
-
-class FailureLimit:
-    """Failed attempts per client address: a leaky bucket of ``per_minute`` each.
-
-    An address may fail ``per_minute`` times at once, then once more for every ``60 /
-    per_minute`` seconds that pass. The ``ADDRESSES`` addresses that failed last are
-    remembered. 0: no limit.
-    """
-
-    def __init__(self, per_minute: int, size: int = ADDRESSES) -> None:
-        self._capacity = float(per_minute)
-        self._rate = per_minute / 60.0  # leaks, per second
-        self._size = size
-        self._levels: OrderedDict[str, tuple[float, float]] = OrderedDict()  # -> (level, at)
-
-    def _level(self, address: str, now: float) -> float:
-        level, at = self._levels.get(address, (0.0, now))
-        return max(0.0, level - (now - at) * self._rate)
-
-    def wait(self, address: str, now: float) -> float | None:
-        """Seconds ``address`` must wait before its next attempt; None: it may try now."""
-        if not self._capacity or address not in self._levels:
-            return None
-        over = self._level(address, now) + 1.0 - self._capacity  # what one more would spill
-        return None if over <= 0 else max(1.0, over / self._rate)
-
-    def forgive(self, address: str, now: float) -> None:
-        """Take back one attempt of ``address`` counted as failed (it succeeded after all)."""
-        if self._capacity and address in self._levels:
-            self._levels[address] = (max(0.0, self._level(address, now) - 1.0), now)
-
-    def fail(self, address: str, now: float) -> bool:
-        """Count a failed attempt of ``address``; True if that used up what it may fail."""
-        if not self._capacity:
-            return False
-        level = self._level(address, now) + 1.0
-        self._levels[address] = (level, now)
-        self._levels.move_to_end(address)
-        while len(self._levels) > self._size:
-            self._levels.popitem(last=False)
-        return level + 1.0 > self._capacity
-
-
-class _Once(Generic[T]):
-    """One run at a time per token: callers that come while it runs share its result.
-
-    The run is shielded: a caller that goes away (a client that disconnects) does not cancel
-    it for the others.
-    """
-
-    def __init__(self) -> None:
-        self._running: dict[Hashable, asyncio.Future[T]] = {}
-
-    async def __call__(self, token: Hashable, work: Callable[[], Coroutine[Any, Any, T]]) -> T:
-        return await asyncio.shield(self.start(token, work))
-
-    def start(self, token: Hashable, work: Callable[[], Coroutine[Any, Any, T]]
-              ) -> asyncio.Future[T]:
-        """The run for ``token``: the one running, or ``work()`` started now."""
-        running = self._running.get(token)
-        if running is None:
-            running = asyncio.ensure_future(work())
-            self._running[token] = running
-            running.add_done_callback(functools.partial(self._landed, token))
-        return running
-
-    def _landed(self, token: Hashable, done: asyncio.Future[T]) -> None:
-        if self._running.get(token) is done:
-            del self._running[token]
-        if not done.cancelled():
-            done.exception()  # retrieved: no "exception never retrieved" if every caller left

@@ -25,7 +25,7 @@ from sqew.backends import open_backend
 from sqew.config import Settings
 from sqew.core.clock import Clock, system_clock
 from sqew.core.service import QueueService
-from sqew.server.auth import Authenticator
+from sqew.server.authenticator import Authenticator
 from sqew.server.metrics import Metrics
 
 T = TypeVar("T")

@@ -21,7 +21,7 @@ import psutil
 import pytest
 from auth_support import bearer, mint
 
-from sqew.server.auth import CONFIRM_S
+from sqew.server.authenticator import CONFIRM_S
 
 from .support import port_of, serve
 
