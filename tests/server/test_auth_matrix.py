@@ -97,11 +97,9 @@ def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Keyed]:
     for name in (QUEUE, OTHER):
         create_queue(db, name)
     specs = {"admin": ("admin",), "produce,consume": ("produce", "consume")}
-    bound = {"admin": ("admin",), "produce": ("produce",), "consume": ("consume",),
-             "produce,consume": ("produce", "consume")}
     keys = {label: mint(db, *scopes).key for label, scopes in specs.items()}
     keys |= {f"{label}@{QUEUE}": mint(db, *scopes, queue=QUEUE).key
-             for label, scopes in bound.items()}
+             for label, scopes in BOUND.items()}
     keys[f"admin@{OTHER}"] = mint(db, "admin", queue=OTHER).key
     doomed = mint(db, "admin")
     server = ServerThread(server_settings(db, metrics_auth=True, auth_failures_per_minute=0))
@@ -121,12 +119,25 @@ def http(keyed: Keyed) -> Iterator[httpx.Client]:
         yield client
 
 
+BOUND = {"admin": ["admin"], "produce": ["produce"], "consume": ["consume"],
+         "produce,consume": ["produce", "consume"]}
+
+
 @pytest.fixture
 def queues(http: httpx.Client, keyed: Keyed) -> None:
-    """Both queues exist (the matrix's right keys delete and purge them)."""
+    """Both queues exist (the matrix's right keys delete and purge them), with their bound
+    keys: deleting a queue revokes the keys bound to it, so a queue made again gets new ones."""
+    admin = bearer(keyed.keys["admin"])
     for name in (QUEUE, OTHER):
-        made = http.post("/queues", json={"name": name}, headers=bearer(keyed.keys["admin"]))
+        made = http.post("/queues", json={"name": name}, headers=admin)
         assert made.status_code in (201, 409), made.text
+        if made.status_code == 201:
+            bound = BOUND if name == QUEUE else {"admin": ["admin"]}
+            for label, scopes in bound.items():
+                minted = http.post("/keys", json={"queue": name, "scopes": scopes},
+                                   headers=admin)
+                assert minted.status_code == 201, minted.text
+                keyed.keys[f"{label}@{name}"] = minted.json()["key"]
 
 
 def _key(keyed: Keyed, endpoint: Endpoint, caller: str) -> dict[str, str]:
@@ -168,7 +179,7 @@ def _expected(endpoint: Endpoint, caller: str) -> tuple[int, str] | None:
 @pytest.mark.parametrize("caller", CALLERS)
 @pytest.mark.parametrize("endpoint", ENDPOINTS, ids=str)
 def test_every_endpoint_answers_every_caller(
-    http: httpx.Client, keyed: Keyed, endpoint: Endpoint, caller: str
+    http: httpx.Client, keyed: Keyed, queues: None, endpoint: Endpoint, caller: str
 ) -> None:
     headers, path = _key(keyed, endpoint, caller), endpoint.path
     if (endpoint.method, path, caller) == ("DELETE", f"/queues/{QUEUE}", "right key"):
