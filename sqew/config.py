@@ -74,7 +74,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
         insecure: let ``sqew serve`` listen beyond loopback with no key and ``require_auth``
             off, i.e. open to anyone who can reach it (it refuses to start otherwise).
         auth_cache_size: verified keys kept in each process's cache (a key missing from it
-            costs one argon2 verification, ~100 ms of one thread).
+            costs one argon2 verification, tens of ms of one thread).
         auth_failures_per_minute: failed key attempts a client address may make per minute
             and process before it is answered 429 ``RateLimited`` (its right key too); 0: no
             limit.
