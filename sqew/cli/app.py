@@ -52,9 +52,17 @@ def _show_version(value: bool) -> None:
 
 
 def _check_url(value: str | None) -> str | None:
-    if value and (not value.startswith(("http://", "https://")) or not urlsplit(value).hostname):
+    if not value:
+        return None
+    try:  # urlsplit raises on an unclosed "[" of an IPv6 host; .port on a port over 65535
+        parts = urlsplit(value)
+        usable = value.startswith(("http://", "https://")) and bool(parts.hostname)
+        _ = parts.port
+    except ValueError:
+        usable = False
+    if not usable:
         raise typer.BadParameter(f"expected an http:// or https:// URL with a host, got '{value}'")
-    return value or None
+    return value
 
 
 @app.callback()

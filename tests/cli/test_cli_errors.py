@@ -63,6 +63,8 @@ USAGE_ERRORS = [
     ("message", "enqueue", "--queue", "jobs", "--file", "-", "--envelope", "--priority", "1"),
     ("dlq", "requeue", "--queue", "jobs", "--ids", "1,x"),
     ("--url", "ftp://example.com", "queue", "list"),
+    ("--url", "http://[::1", "queue", "list"),  # was InternalError: Invalid IPv6 URL (exit 1)
+    ("--url", "http://127.0.0.1:99999", "queue", "list"),  # a port beyond 65535
 ]
 
 # Malformed --ids, each a usage error before anything is opened or sent (one line, exit 2).
