@@ -47,6 +47,10 @@ class LocalClient(Client):
             owner of the database file, who runs this client, can read every queue's secret
             anyway (the file's permissions are the boundary). Leased messages still carry
             their ``signature``.
+        api_key, ca_cert: accepted, and not used, for the same reason: so that one
+            ``Client(target, api_key=..., ca_cert=...)`` call works whether ``target`` is a
+            file or a server (a file needs no key; the CLI ignores ``--api-key`` on ``--db``
+            too).
     """
 
     def __init__(
@@ -59,6 +63,8 @@ class LocalClient(Client):
         reap_interval_ms: int = 1000,
         rng: random.Random | None = None,
         hmac_secret: str | Sequence[str] | None = None,
+        api_key: str | None = None,
+        ca_cert: str | os.PathLike[str] | None = None,
     ) -> None:
         self.target = os.fspath(target)
         backend = open_backend(target, durability=durability, upgrade=upgrade)

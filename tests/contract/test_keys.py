@@ -188,3 +188,15 @@ def test_deleting_a_queue_revokes_the_keys_bound_to_it(admin: sqew.Client) -> No
     assert bound.id not in listed and kept.id in listed
     admin.create_queue("jobs")
     assert bound.id not in {k.id for k in admin.list_keys()}
+
+
+def test_one_client_call_with_a_key_works_on_a_file_and_on_a_server(
+    target: Target, client: sqew.Client
+) -> None:
+    # Before: Client("sqew.db", api_key=KEY) raised TypeError (hmac_secret was accepted), so a
+    # program could not take its target from configuration and pass the key it was given.
+    key = client.create_key(["admin"], name="configured").key
+    where = (target.client.base_url if isinstance(target.client, HttpClient)
+             else target.client.target)
+    with sqew.Client(where, api_key=key, ca_cert=None) as configured:
+        assert "configured" in {k.name for k in configured.list_keys()}
