@@ -202,6 +202,10 @@ def hoist_globals(root_command: Any, args: Sequence[str]) -> list[str]:
                 target = hoisted
             target.append(token)
             valued = name in _GLOBAL_VALUED if target is hoisted else _takes_value(command, name)
+            if target is hoisted and valued and "=" not in token and i + 1 == len(args):
+                # `sqew keys list --api-key` with no value: hoisted before `keys`, it would take
+                # `keys` as its value. Left last at the top, Click says it needs an argument.
+                return [*out[:insert_at], *hoisted]
             if valued and "=" not in token and i + 1 < len(args):
                 target.append(args[i + 1])
                 i += 1

@@ -218,3 +218,12 @@ def test_database_path_that_is_a_directory_or_in_a_missing_directory(local_sqew,
     results += sqew.many([("queue", "list")], db=tmp_path / "missing" / "x.db")
     for result in results:
         sqew.assert_failed(result, "Unavailable")
+
+
+@pytest.mark.parametrize("option", ["--api-key", "--db", "--url", "--hmac-secret", "--ca-cert"])
+def test_a_global_option_given_last_without_a_value_says_so(local_sqew, option: str) -> None:
+    # Before: hoisted in front of the command, it took the command's name as its value
+    # (`sqew keys list --api-key` -> `--api-key keys list`): "No such command 'list'".
+    result = local_sqew.run("keys", "list", option, use_db=False)
+    local_sqew.assert_usage_error(result)
+    assert f"Option '{option}' requires an argument" in result.stderr, str(result)
