@@ -362,12 +362,15 @@ class RequeueIn(_Request):
 # --- API keys -----------------------------------------------------------------------------------
 Scope = Literal["produce", "consume", "admin"]
 KEY_NAME_MAX = 100
+# No control characters: `keys list` prints names to a terminal, where ESC or BEL would act.
+KEY_NAME_PATTERN = r"^[^\x00-\x1f\x7f]{1," + str(KEY_NAME_MAX) + "}" + END_OF_TEXT
+PATTERN_HINTS[KEY_NAME_PATTERN] = "1-100 characters, none of them a control character"
 
 
 class KeyCreate(_Request, kw_only=True):
     """Body of ``POST /keys``: what the new key may do (``queue``: bind it to one queue)."""
 
-    name: Annotated[str, Meta(min_length=1, max_length=KEY_NAME_MAX)] | None = None
+    name: Annotated[str, Meta(pattern=KEY_NAME_PATTERN)] | None = None
     queue: QueueName | None = None
     scopes: Annotated[list[Scope], Meta(min_length=1, max_length=3)]
 

@@ -22,7 +22,7 @@ import hashlib
 import hmac
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import msgspec
@@ -150,18 +150,24 @@ def verify_signature(message: Any, secret: str) -> bool:
     (``sqew.Client`` and the CLI do). The comparison takes constant time.
 
     Args:
-        message: a ``sqew.LeasedMessage`` from ``Client.poll`` (or anything with
-            ``signature`` and ``payload``).
+        message: a ``sqew.LeasedMessage`` from ``Client.poll``, anything with
+            ``signature`` and ``payload``, or a mapping with those keys (a leased message of
+            the REST API's JSON, decoded: its payload is checked encoded as compact JSON).
         secret: the queue's ``hmac_secret``.
 
     Returns:
         False when the message carries no signature (its queue has no secret) or it does
         not match.
     """
-    signature = getattr(message, "signature", None)
+    if isinstance(message, Mapping):  # a leased message as JSON, decoded (a dict)
+        signature = message.get("signature")
+        text = _compact(message.get("payload"))
+    else:
+        signature = getattr(message, "signature", None)
+        text = payload_text(message)
     if not isinstance(signature, str):
         return False
-    expected = sign(secret, payload_text(message))
+    expected = sign(secret, text)
     return hmac.compare_digest(expected.encode(), signature.encode())
 
 
@@ -170,7 +176,11 @@ def payload_text(message: Any) -> str:
     kept = getattr(message, "__dict__", {}).get(_PAYLOAD_TEXT)
     if isinstance(kept, str):
         return kept
-    payload = message.payload
+    return _compact(message.payload)
+
+
+def _compact(payload: Any) -> str:
+    """A payload's JSON text: raw text as it is, a decoded value encoded compactly."""
     if isinstance(payload, msgspec.Raw):
         return bytes(payload).decode()
     return msgspec.json.encode(payload).decode()

@@ -144,6 +144,7 @@ def test_binding_a_key_to_a_missing_queue_is_queue_not_found(client: sqew.Client
     assert client.list_keys() == []  # nothing stored
 
 
+NAME_RULE = "name must be a string of 1-100 characters, none of them a control character"
 BAD_REQUESTS: list[tuple[dict[str, Any], str, str]] = [
     ({"scopes": []}, "scopes", "scopes must be a list of 1 to 3 items"),
     ({"scopes": ["read"]}, "scopes[0]", "scopes[0] must be one of admin, consume, produce"),
@@ -154,9 +155,11 @@ BAD_REQUESTS: list[tuple[dict[str, Any], str, str]] = [
     ({"scopes": ["admin", "admin"]}, "scopes", "scopes must not repeat a scope"),
     ({"scopes": ["admin", "consume", "produce", "admin"]}, "scopes",
      "scopes must be a list of 1 to 3 items"),
-    ({"scopes": ["admin"], "name": ""}, "name", "name must be a string of 1 to 100 characters"),
-    ({"scopes": ["admin"], "name": "n" * 101}, "name",
-     "name must be a string of 1 to 100 characters"),
+    ({"scopes": ["admin"], "name": ""}, "name", NAME_RULE),
+    ({"scopes": ["admin"], "name": "n" * 101}, "name", NAME_RULE),
+    ({"scopes": ["admin"], "name": "bell\x07"}, "name", NAME_RULE),
+    ({"scopes": ["admin"], "name": "\x1b[2Jwiped"}, "name", NAME_RULE),
+    ({"scopes": ["admin"], "name": "two\nlines"}, "name", NAME_RULE),
     ({"scopes": ["admin"], "queue": "no such/queue"}, "queue",
      "queue must be a string of 1-80 letters, digits, '_' or '-', starting with a letter or "
      "digit"),

@@ -38,7 +38,8 @@ BAD_BODIES = [
     ("/queues/q/ack", {"acks": [{"id": 0, "token": "t"}]}, "acks[0].id",
      "must be an integer between 1 and 9223372036854775807"),
     # worded by the key's own model: its `name` is not a queue's
-    ("/keys", {"scopes": ["admin"], "name": ""}, "name", "must be a string of 1 to 100 characters"),
+    ("/keys", {"scopes": ["admin"], "name": ""}, "name",
+     "must be a string of 1-100 characters, none of them a control character"),
     ("/keys", {"scopes": ["read"]}, "scopes[0]", "must be one of admin, consume, produce"),
     ("/keys", {"scopes": []}, "scopes", "must be a list of 1 to 3 items"),
     ("/keys", {"scopes": ["admin", "admin"]}, "scopes", "must not repeat a scope"),

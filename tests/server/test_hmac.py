@@ -351,6 +351,21 @@ def test_leased_messages_verify_with_sqew_verify_signature_over_http(module_serv
         assert not sqew.verify_signature(unsigned, SECRET)  # no signature to check
 
 
+def test_verify_signature_takes_a_leased_message_decoded_from_json(module_server: Any) -> None:
+    """A dict (``json.loads`` of a poll answer): its payload is checked as compact JSON, which
+    is what sqew's clients send."""
+    with sqew.Client(module_server.url, hmac_secret=SECRET) as client, httpx.Client(
+            base_url=module_server.url) as raw:
+        q = f"d{uuid.uuid4().hex[:12]}"
+        client.create_queue(q, hmac_secret=SECRET)
+        client.enqueue(q, {"b": [1, 2.5, "é"]})
+        (m,) = raw.post(f"/queues/{q}/poll").json()["messages"]
+        assert sqew.verify_signature(m, SECRET)
+        assert not sqew.verify_signature(m, SECRET + "x")
+        assert not sqew.verify_signature({**m, "payload": {"b": [2]}}, SECRET)
+        assert not sqew.verify_signature({"payload": 1}, SECRET)  # no signature to check
+
+
 def test_a_local_client_takes_the_secret_and_its_leases_verify(tmp_path: Path) -> None:
     """On a file the owner is trusted: enqueues are not checked (with or without the secret),
     and leased messages carry their signature all the same."""
