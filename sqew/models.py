@@ -19,6 +19,7 @@ MAX_BATCH_ENQUEUE = 1000
 MAX_POLL_BATCH = 100
 MAX_WAIT_MS = 20000
 MAX_TTL_MS = 1_209_600_000
+MIN_TTL_MS = 1000
 MAX_VISIBILITY_MS = 43_200_000
 """The longest lease (12 h): the ``visibility_ms`` setting, a poll's override and the ``ms`` of
 ``extend-lease``."""
@@ -105,7 +106,7 @@ HmacSecret = Annotated[str, Meta(
 
 Priority = Annotated[int, Meta(ge=-1000, le=1000)]
 DelayMs = Annotated[int, Meta(ge=0, le=MAX_TTL_MS)]
-TtlMs = Annotated[int, Meta(ge=1000, le=MAX_TTL_MS)]
+TtlMs = Annotated[int, Meta(ge=MIN_TTL_MS, le=MAX_TTL_MS)]
 IDEMPOTENCY_KEY_PATTERN = r"^[\x20-\x7e]+" + END_OF_TEXT
 PATTERN_HINTS[IDEMPOTENCY_KEY_PATTERN] = "printable ASCII"
 IdempotencyKey = Annotated[
