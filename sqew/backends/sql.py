@@ -300,9 +300,14 @@ class SqlTx(QueueStatements, KeyStatements, Tx):
         return {int(r[0]): str(r[1]) for r in rows}
 
     def high_water(self, queue_id: int, archive: bool) -> int | None:
+        # Newest first and the first that matches: a backward walk of the primary key that
+        # stops at once on a queue with recent messages (MAX(id) with this filter reads them
+        # all on SQLite: no index leads with (queue_id, id)).
         table = "archive" if archive else "messages"
-        row = self._one(f"SELECT MAX(id) FROM {table} WHERE queue_id = :q", {"q": queue_id})
-        return None if row[0] is None else int(row[0])
+        row = self._one(
+            f"SELECT id FROM {table} WHERE queue_id = :q ORDER BY id DESC LIMIT 1", {"q": queue_id}
+        )
+        return None if row is None else int(row[0])
 
     def move_all(self, from_id: int, to: QueueRow, ids: Sequence[int] | None, now: int) -> int:
         # A live lease stays with its holder (its ack must still succeed); the origin is
