@@ -19,6 +19,7 @@ MAX_BATCH_ENQUEUE = 1000
 MAX_POLL_BATCH = 100
 MAX_WAIT_MS = 20000
 MAX_TTL_MS = 1_209_600_000
+MIN_TTL_MS = 1000
 MAX_VISIBILITY_MS = 43_200_000
 """The longest lease (12 h): the ``visibility_ms`` setting, a poll's override and the ``ms`` of
 ``extend-lease``."""
@@ -105,7 +106,7 @@ HmacSecret = Annotated[str, Meta(
 
 Priority = Annotated[int, Meta(ge=-1000, le=1000)]
 DelayMs = Annotated[int, Meta(ge=0, le=MAX_TTL_MS)]
-TtlMs = Annotated[int, Meta(ge=1000, le=MAX_TTL_MS)]
+TtlMs = Annotated[int, Meta(ge=MIN_TTL_MS, le=MAX_TTL_MS)]
 IDEMPOTENCY_KEY_PATTERN = r"^[\x20-\x7e]+" + END_OF_TEXT
 PATTERN_HINTS[IDEMPOTENCY_KEY_PATTERN] = "printable ASCII"
 IdempotencyKey = Annotated[
@@ -265,6 +266,42 @@ class MessageList(Struct):
     """A list of messages (poll, peek, DLQ list)."""
 
     messages: list[Message]
+
+
+SCAN_SOURCES = ("queue", "dlq", "archive")
+"""What a scan reads: the queue's messages, its DLQ's, or the archive of its acked messages."""
+MAX_SCAN_LIMIT = 1000
+
+MessageState = Annotated[
+    str,
+    Meta(description="ready, delayed or leased (source=queue); dead (dlq); archived (archive)"),
+]
+
+
+class ScannedMessage(Message, kw_only=True, omit_defaults=True):
+    """A message as a scan (export) sees it: the message object plus its ``state``.
+
+    An archived message has no expiry of its own: its ``available_at`` is when it was acked
+    and its ``expires_at`` when retention removes it from the archive (acked + the queue's
+    ``retention_ms``).
+    """
+
+    state: MessageState
+    idempotency_key: Annotated[str, Meta(description=(
+        "The key the message was enqueued with, while the queue remembers it (within "
+        "dedup_window_ms of the enqueue)"))] | UnsetType = UNSET
+
+
+class ScanPage(Struct, omit_defaults=True):
+    """One page of a scan: messages by id ascending; ``next_after_id`` is the ``after_id`` of
+    the next page, null when this page was the last (it was not full)."""
+
+    messages: list[ScannedMessage]
+    next_after_id: int | None
+    high_water_id: Annotated[int | None, Meta(description=(
+        "Only when no max_id was given: the largest id in the source as this page was read "
+        "(null: empty). Pass it as max_id to the following pages for a snapshot that ends "
+        "even while the queue grows."))] | UnsetType = UNSET
 
 
 class LeasedMessageList(Struct):

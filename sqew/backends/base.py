@@ -255,6 +255,32 @@ class Tx(abc.ABC):
         """Messages of a queue with id > ``after_id`` ordered by id."""
 
     @abc.abstractmethod
+    def scan_messages(
+        self, queue_id: int, after_id: int, max_id: int, now: int, limit: int
+    ) -> list[MessageRow]:
+        """Up to ``limit`` unexpired messages of a queue (leased ones included) with
+        ``after_id < id <= max_id``, ordered by id."""
+
+    @abc.abstractmethod
+    def scan_archive(
+        self, queue_id: int, after_id: int, max_id: int, retention_ms: int, limit: int
+    ) -> list[MessageRow]:
+        """Up to ``limit`` archived (acked) messages of a queue with ``after_id < id <=
+        max_id``, ordered by id, as message rows: ``available_at`` is when it was acked,
+        ``expires_at`` acked + ``retention_ms``; no lease, no origin."""
+
+    @abc.abstractmethod
+    def idempotency_keys(
+        self, queue_id: int, first_id: int, last_id: int, now: int
+    ) -> dict[int, str]:
+        """Message id → unexpired idempotency key, for the ids in ``first_id…last_id`` that
+        were enqueued to queue ``queue_id`` with a key."""
+
+    @abc.abstractmethod
+    def high_water(self, queue_id: int, archive: bool) -> int | None:
+        """The largest message id of a queue (``archive``: of its archive), None if none."""
+
+    @abc.abstractmethod
     def move_all(
         self, from_id: int, to: QueueRow, ids: Sequence[int] | None, now: int
     ) -> int:
@@ -284,6 +310,11 @@ class Tx(abc.ABC):
     @abc.abstractmethod
     def reap_dedup(self, queue_id: int | None, now: int, limit: int) -> int:
         """Delete up to ``limit`` expired idempotency records; returns how many."""
+
+    @abc.abstractmethod
+    def reap_archive(self, queue_id: int, acked_before: int, limit: int) -> int:
+        """Delete up to ``limit`` archived messages of a queue acked at or before
+        ``acked_before`` (past the queue's retention); returns how many."""
 
     # --- API keys -------------------------------------------------------------------------------
     @abc.abstractmethod

@@ -268,6 +268,47 @@ class SqlTx(QueueStatements, KeyStatements, Tx):
         )
         return [MessageRow._make(r) for r in rows]
 
+    def scan_messages(
+        self, queue_id: int, after_id: int, max_id: int, now: int, limit: int
+    ) -> list[MessageRow]:
+        rows = self._all(
+            f"SELECT {_MSG_COLS} FROM messages WHERE queue_id = :q AND id > :after "
+            "AND id <= :max AND expires_at > :now ORDER BY id LIMIT :n",
+            {"q": queue_id, "after": after_id, "max": max_id, "now": now, "n": limit},
+        )
+        return [MessageRow._make(r) for r in rows]
+
+    def scan_archive(
+        self, queue_id: int, after_id: int, max_id: int, retention_ms: int, limit: int
+    ) -> list[MessageRow]:
+        rows = self._all(
+            "SELECT id, queue_id, payload, priority, attributes, attempts, enqueued_at, "
+            "acked_at, acked_at + :ret, last_error, NULL, NULL, NULL FROM archive "
+            "WHERE queue_id = :q AND id > :after AND id <= :max ORDER BY id LIMIT :n",
+            {"q": queue_id, "after": after_id, "max": max_id, "ret": retention_ms, "n": limit},
+        )
+        return [MessageRow._make(r) for r in rows]
+
+    def idempotency_keys(
+        self, queue_id: int, first_id: int, last_id: int, now: int
+    ) -> dict[int, str]:
+        rows = self._all(
+            "SELECT message_id, key FROM dedup WHERE queue_id = :q AND message_id >= :first "
+            "AND message_id <= :last AND expires_at > :now",
+            {"q": queue_id, "first": first_id, "last": last_id, "now": now},
+        )
+        return {int(r[0]): str(r[1]) for r in rows}
+
+    def high_water(self, queue_id: int, archive: bool) -> int | None:
+        # Newest first and the first that matches: a backward walk of the primary key that
+        # stops at once on a queue with recent messages (MAX(id) with this filter reads them
+        # all on SQLite: no index leads with (queue_id, id)).
+        table = "archive" if archive else "messages"
+        row = self._one(
+            f"SELECT id FROM {table} WHERE queue_id = :q ORDER BY id DESC LIMIT 1", {"q": queue_id}
+        )
+        return None if row is None else int(row[0])
+
     def move_all(self, from_id: int, to: QueueRow, ids: Sequence[int] | None, now: int) -> int:
         # A live lease stays with its holder (its ack must still succeed); the origin is
         # forgotten: on an ordinary queue a message has none.
@@ -342,6 +383,14 @@ class SqlTx(QueueStatements, KeyStatements, Tx):
             "DELETE FROM dedup WHERE (queue_id, key) IN "
             f"(SELECT queue_id, key FROM dedup WHERE {where} LIMIT :n)",
             {"now": now, "q": queue_id, "n": limit},
+        )
+
+    def reap_archive(self, queue_id: int, acked_before: int, limit: int) -> int:
+        # (queue_id, id) leads the archive's index: the inner select walks one queue's rows.
+        return self._rowcount(
+            "DELETE FROM archive WHERE id IN (SELECT id FROM archive WHERE queue_id = :q "
+            "AND acked_at <= :before LIMIT :n)",
+            {"q": queue_id, "before": acked_before, "n": limit},
         )
 
 

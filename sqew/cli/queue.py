@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-from collections.abc import Callable
-from typing import Annotated, Any
+import sys
+from collections.abc import Callable, Iterator
+from typing import IO, Annotated, Any
 
+import msgspec
 import typer
 
 from sqew import models, queue_settings
+from sqew.cli import export as export_ndjson
 from sqew.cli import output
 from sqew.cli.state import current
 
@@ -188,3 +192,57 @@ def compact(ctx: typer.Context, name: Name) -> None:
     n = state.client.compact(name)
     output.emit(state.json, models.Removed(n),
                 output.line(f"compacted {name}: removed {n} expired messages and tombstones"))
+
+
+Source = Annotated[str, typer.Option(
+    "--source", metavar="queue|dlq|archive",
+    help="queue: every message of the queue, leased ones included; dlq: its dead-letter "
+         "queue; archive: its acked messages (kept when the queue's archive setting is on).")]
+Out = Annotated[str, typer.Option(
+    "--out", "-o", metavar="FILE|-", help="Where to write the NDJSON ('-' = stdout).")]
+
+
+@app.command("export")
+def export(ctx: typer.Context, name: Name, source: Source = "queue", out: Out = "-") -> None:
+    """Write a queue's messages as NDJSON envelopes, one message object a line.
+
+    `sqew message enqueue --file FILE --envelope` reads the file back (payload, priority,
+    attributes, idempotency key, remaining TTL and delay): the replay path for a DLQ or an
+    archive. A snapshot: messages enqueued after the export started are left out. Nothing is
+    leased or changed. The summary goes to stderr; with --json, {"exported": n} goes to stdout,
+    or to stderr when the messages do (--out -). A progress counter shows on a terminal.
+
+    Example:
+
+        sqew queue export --name jobs --source dlq --out failed.ndjson
+    """
+    if source not in models.SCAN_SOURCES:  # before anything is opened or written
+        raise typer.BadParameter("must be one of queue, dlq, archive", param_hint="'--source'")
+    state = current(ctx)
+    state.client.scan(name, source=source, limit=1)  # a missing queue fails before --out exists
+    with _open_out(out) as stream, export_ndjson.progress(name) as advance:
+        n = export_ndjson.write(state.client, name, source, stream, advance)
+    summary = {"exported": n}
+    if state.json and out != "-":
+        output.write_json(summary)
+    elif state.json:
+        sys.stderr.buffer.write(msgspec.json.encode(summary) + b"\n")
+        sys.stderr.flush()
+    else:
+        what = {"queue": name, "dlq": f"{name}.dlq", "archive": f"the archive of {name}"}[source]
+        print(f"exported {output.plural(n, 'message')} from {what}", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def _open_out(out: str) -> Iterator[IO[bytes]]:
+    """The byte stream to write to ('-' = stdout); a file is replaced."""
+    if out == "-":
+        yield sys.stdout.buffer
+        return
+    try:
+        stream = open(out, "wb")  # noqa: SIM115 - closed below, after the export
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot write '{out}': {exc.strerror or exc}",
+                                 param_hint="'--out'") from None
+    with stream:
+        yield stream

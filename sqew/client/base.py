@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import abc
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import msgspec
@@ -181,6 +181,38 @@ class Client(abc.ABC):
     ) -> list[models.Message]:
         """Messages in the queue's DLQ, by id, after ``after_id``."""
         raise NotImplementedError
+
+    @abc.abstractmethod
+    def scan(
+        self, queue: str, *, source: str = "queue", after_id: int | None = None,
+        max_id: int | None = None, limit: int = 100,
+    ) -> models.ScanPage:
+        """One page of the queue's messages by id, ``after_id < id <= max_id``, each with its
+        ``state``, without leasing or changing anything.
+
+        ``source``: ``queue`` (every message, leased ones included), ``dlq`` or ``archive``
+        (acked messages kept when the queue's ``archive`` is on). ``next_after_id`` is the
+        ``after_id`` of the next page, None after the last.
+        """
+        raise NotImplementedError
+
+    def export(
+        self, queue: str, *, source: str = "queue", batch: int = 1000
+    ) -> Iterator[models.ScannedMessage]:
+        """Every message of ``source`` by id, a page (``batch`` messages) at a time.
+
+        The highest id is fixed by the first page, so an export of a queue that keeps growing
+        still ends: messages enqueued after it started are not included; messages removed
+        meanwhile may be.
+        """
+        page = self.scan(queue, source=source, limit=batch)
+        max_id = page.high_water_id  # fixed by the first page
+        while True:
+            yield from page.messages
+            if page.next_after_id is None or not isinstance(max_id, int):
+                return
+            page = self.scan(queue, source=source, after_id=page.next_after_id,
+                             max_id=max_id, limit=batch)
 
     @abc.abstractmethod
     def dlq_requeue(self, queue: str, ids: Iterable[int] | None = None) -> int:

@@ -275,6 +275,14 @@ class HttpClient(Client):
         return self._call(models.MessageList, "GET", f"/queues/{self._q(queue)}/dlq",
                           params={"limit": limit, "after_id": after_id}).messages
 
+    def scan(
+        self, queue: str, *, source: str = "queue", after_id: int | None = None,
+        max_id: int | None = None, limit: int = 100,
+    ) -> models.ScanPage:
+        return self._call(models.ScanPage, "GET", f"/queues/{self._q(queue)}/messages",
+                          params={"source": source, "after_id": after_id, "max_id": max_id,
+                                  "limit": limit})
+
     def dlq_requeue(self, queue: str, ids: Iterable[int] | None = None) -> int:
         body = None if ids is None else {"ids": list(ids)}
         return self._call(models.Requeued, "POST", f"/queues/{self._q(queue)}/dlq/requeue",

@@ -185,6 +185,15 @@ class LocalClient(Client):
             check_range("after_id", after_id, 0, models.MAX_ID)
         return _decoded(run_sync(self.service.dlq_list(queue, limit, after_id)))
 
+    def scan(
+        self, queue: str, *, source: str = "queue", after_id: int | None = None,
+        max_id: int | None = None, limit: int = 100,
+    ) -> models.ScanPage:
+        page = run_sync(self.service.scan(queue, source=source, after_id=after_id,
+                                          max_id=max_id, limit=limit))
+        _decoded(page.messages)
+        return page
+
     def dlq_requeue(self, queue: str, ids: Iterable[int] | None = None) -> int:
         body = convert({"ids": None if ids is None else list(ids)}, models.RequeueIn)
         return run_sync(self.service.dlq_requeue(queue, body.ids))

@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 
 from sqew import errors, models, queue_settings
-from sqew.backends.base import QueueRow, Tx
+from sqew.backends.base import MessageRow, QueueRow, Tx
 from sqew.core import rules, views
 from sqew.core.delivering import dlq_of, queue_row
 from sqew.core.writer import Op
@@ -186,3 +186,50 @@ def dlq_list(tx: Tx, queue: str, limit: int, after_id: int) -> list[models.Messa
     """Messages of a queue's DLQ by id, after ``after_id``."""
     dlq = dlq_of(tx, queue_row(tx, queue))
     return [views.message(r, dlq.name) for r in tx.list_messages(dlq.id, after_id, limit)]
+
+
+def scan(
+    tx: Tx, queue: str, source: str, after_id: int, max_id: int | None, limit: int, now: int
+) -> models.ScanPage:
+    """One page of a queue's messages (``source``: ``queue``, its ``dlq`` or its ``archive``)
+    by id, ``after_id < id <= max_id``, each with its state; nothing leased or changed.
+
+    ``source=queue`` covers every unexpired message, leased ones included: an export is a
+    snapshot of what the queue holds, not of what a poll would get. Without ``max_id`` the
+    page also carries the source's highest id (its ``high_water_id``).
+    """
+    q = queue_row(tx, queue)
+    # Idempotency records stay with the queue a message was enqueued to, a DLQ's parent.
+    keys_of = q.parent_id if q.parent_id is not None else q.id
+    if source == "dlq":
+        q = dlq_of(tx, q)
+    archive = source == "archive"
+    # Read first, in the same transaction: the page never holds an id above the mark.
+    high: int | msgspec.UnsetType | None = msgspec.UNSET
+    if max_id is None:
+        high = tx.high_water(q.id, archive)
+        max_id = models.MAX_ID if high is None else high
+    if archive:
+        rows = tx.scan_archive(q.id, after_id, max_id, q.retention_ms, limit)
+        page = [views.scanned(r, q.name, "archived") for r in rows]
+    else:
+        rows = tx.scan_messages(q.id, after_id, max_id, now, limit)
+        page = [
+            views.scanned(r, q.name, "dead" if source == "dlq" else _state(r, now)) for r in rows
+        ]
+    if rows:
+        keys = tx.idempotency_keys(keys_of, rows[0].id, rows[-1].id, now)
+        for m in page:
+            if m.id in keys:
+                m.idempotency_key = keys[m.id]
+    return models.ScanPage(page, rows[-1].id if len(rows) == limit else None, high)
+
+
+def _state(row: MessageRow, now: int) -> str:
+    """A queued message's state at ``now`` (a lease that has ended counts as ready: the next
+    poll may take the message again)."""
+    if row.lease_expires_at is not None and row.lease_expires_at > now:
+        return "leased"
+    if row.lease_expires_at is None and row.available_at > now:
+        return "delayed"
+    return "ready"

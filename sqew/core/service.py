@@ -224,6 +224,27 @@ class QueueService:
         """Delete every message of a queue (not of its DLQ)."""
         return await self._blocking_write(admin.Purge(queue))
 
+    async def scan(
+        self, queue: str, *, source: str = "queue", after_id: int | None = None,
+        max_id: int | None = None, limit: int = 100,
+    ) -> models.ScanPage:
+        """One page of a queue's messages by id (``source``: ``queue``, ``dlq`` or
+        ``archive``), ids in ``(after_id, max_id]``, each with its state; no lease, no side
+        effect. ``next_after_id`` is set when the page is full (there may be more)."""
+        if source not in models.SCAN_SOURCES:
+            raise errors.ValidationError(
+                f"source must be one of {', '.join(models.SCAN_SOURCES)}",
+                details=[{"field": "source", "message": "must be queue, dlq or archive"}],
+            )
+        check_range("limit", limit, 1, models.MAX_SCAN_LIMIT)
+        if after_id is not None:
+            check_range("after_id", after_id, 0, models.MAX_ID)
+        if max_id is not None:
+            check_range("max_id", max_id, 0, models.MAX_ID)
+        return await self._read(lambda tx, now: admin.scan(
+            tx, queue, source, after_id or 0, max_id, limit, now
+        ))
+
     # --- DLQ ------------------------------------------------------------------------------------
     async def dlq_list(
         self, queue: str, limit: int = 100, after_id: int | None = None

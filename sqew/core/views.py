@@ -53,6 +53,24 @@ def message(row: MessageRow, queue_name: str) -> models.Message:
     )
 
 
+def scanned(row: MessageRow, queue_name: str, state: str) -> models.ScannedMessage:
+    """A message as a scan shows it, with its state."""
+    return models.ScannedMessage(
+        id=row.id,
+        queue=queue_name,
+        payload=msgspec.Raw(row.payload.encode()),
+        priority=row.priority,
+        attributes=_decode_attrs(row.attributes) if row.attributes else {},
+        attempts=row.attempts,
+        enqueued_at=row.enqueued_at,
+        available_at=row.available_at,
+        expires_at=row.expires_at,
+        last_error=row.last_error,
+        origin_queue=_origin(row),
+        state=state,
+    )
+
+
 def leased(row: MessageRow, q: QueueRow) -> models.LeasedMessage:
     """A message just leased, signed when its queue has an HMAC secret."""
     m = models.LeasedMessage(

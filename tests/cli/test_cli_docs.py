@@ -44,7 +44,7 @@ def test_the_commands_of_spec_section_3_exist() -> None:
     expected = {
         ("db", "upgrade"), ("stats",),
         *(("queue", c) for c in ("list", "add", "update", "rm", "show", "purge", "peek",
-                                 "requeue-dlq", "compact")),
+                                 "requeue-dlq", "compact", "export")),
         *(("message", c) for c in ("enqueue", "get", "poll", "ack", "nack", "extend-lease",
                                    "peek", "remove")),
         *(("dlq", c) for c in ("list", "purge", "requeue")),

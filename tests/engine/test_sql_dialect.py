@@ -120,6 +120,13 @@ def every_statement(calls: Calls) -> None:
     a, b, c, d = tx.claim(qid, False, now, 4, now + 100)
     assert [a.id, b.id, c.id, d.id] == ids and len({a.token, b.token, c.token}) == 3
     assert tx.ack(qid, a.id, a.token, True, now)
+    archived = tx.scan_archive(qid, 0, ids[-1], 500, 10)
+    assert [(m.id, m.available_at, m.expires_at) for m in archived] == [(a.id, now, now + 500)]
+    assert (tx.high_water(qid, True), tx.high_water(qid, False)) == (a.id, ids[-1])
+    assert tx.high_water(dlq_id, False) is None
+    assert [m.id for m in tx.scan_messages(qid, a.id, ids[2], now, 10)] == ids[1:3]
+    assert [m.id for m in tx.scan_messages(qid, 0, ids[-1], now, 1)] == ids[1:2]
+    assert tx.idempotency_keys(qid, ids[0], ids[-1], now) == {ids[0]: "k"}
     assert tx.message_exists(qid, b.id)
     assert tx.attempts_if_token(qid, b.id, b.token) == 1
     tx.release(b.id, now + 50, "err")
@@ -137,6 +144,8 @@ def every_statement(calls: Calls) -> None:
     assert tx.reap_messages(qid, now + 100_000, 10) == 3
     assert tx.reap_dedup(qid, now + 100, 10) == 1
     assert tx.reap_dedup(None, now + 100, 10) == 0
+    assert tx.reap_archive(qid, now - 1, 10) == 0
+    assert tx.reap_archive(qid, now, 10) == 1
     assert not tx.delete_message(qid, a.id)
     assert tx.purge(qid) == 0
     tx.delete_queue(qid)

@@ -35,7 +35,7 @@ NEEDS = {
     "listQueues": "read", "getQueue": "read", "getStats": "read",
     "enqueue": "produce",
     "poll": "consume", "ack": "consume", "nack": "consume", "extendLease": "consume",
-    "peek": "consume", "getMessage": "consume", "listDlq": "consume",
+    "peek": "consume", "getMessage": "consume", "listDlq": "consume", "scanMessages": "consume",
     "createQueue": "admin", "updateQueue": "admin", "deleteQueue": "admin",
     "compactQueue": "admin", "removeMessage": "admin", "purgeQueue": "admin",
     "requeueDlq": "admin", "purgeDlq": "admin",

@@ -94,6 +94,8 @@ QUEUE_REQUESTS: dict[str, list[tuple[str, dict[str, Any] | None]]] = {
     "removeMessage": [("", None)],
     "purgeQueue": [("", None)],
     "listDlq": [("", None)],
+    "scanMessages": [("", None), ("?source=dlq&after_id=0", None),
+                     ("?source=archive&max_id=9&limit=1000", None)],
     "requeueDlq": [("", None), ("", {"ids": [1]})],
     "purgeDlq": [("", None)],
 }

@@ -218,6 +218,34 @@ async def peek(request: Req, q: wire.QueuePath, limit: PeekLimit = 10) -> models
     return models.MessageList(await rt.service.peek(q, limit))
 
 
+ScanSource = Annotated[
+    str, Parameter(description="queue (every message, leased ones included), dlq or archive",
+                   schema_extra={"enum": list(models.SCAN_SOURCES)}),
+]
+ScanLimit = Annotated[
+    int, Parameter(ge=1, le=models.MAX_SCAN_LIMIT, description="most messages")
+]
+ScanAfterId = Annotated[
+    int | None, Parameter(ge=0, le=models.MAX_ID, description="messages with a larger id")
+]
+ScanMaxId = Annotated[
+    int | None, Parameter(ge=0, le=models.MAX_ID, description="messages with this id or less")
+]
+
+
+@get("/queues/{q:str}/messages", operation_id="scanMessages",
+     summary="Page through a queue's messages by id (export)", opt={"access": "consume"})
+async def scan(
+    request: Req, q: wire.QueuePath, source: ScanSource = "queue", after_id: ScanAfterId = None,
+    max_id: ScanMaxId = None, limit: ScanLimit = 100,
+) -> models.ScanPage:
+    """Messages of the queue, its DLQ or its archive by id ascending, each with its
+    ``state``; no lease, no side effect. ``next_after_id`` pages on (null: the last page)."""
+    rt = runtime(request)
+    return await rt.service.scan(q, source=source, after_id=after_id, max_id=max_id,
+                                 limit=limit)
+
+
 @get("/queues/{q:str}/messages/{id:int}", operation_id="getMessage", summary="Get a message",
      opt={"access": "consume"})
 async def get_message(request: Req, q: wire.QueuePath, id: MessageIdParam) -> models.Message:
@@ -242,5 +270,6 @@ async def purge(request: Req, q: wire.QueuePath) -> models.Purged:
     return models.Purged(await rt.service.purge(q))
 
 
-HANDLERS = [enqueue, poll, ack, nack, extend_lease, stats, peek, get_message, remove_message,
+HANDLERS = [enqueue, poll, ack, nack, extend_lease, stats, peek, scan, get_message,
+            remove_message,
             purge]

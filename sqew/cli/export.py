@@ -1,0 +1,86 @@
+"""``queue export``: a queue's messages (or its DLQ's, or its archive's) as NDJSON envelopes.
+
+Each line is a message object that ``sqew message enqueue --file F --envelope`` reads back
+(``sqew.cli.bulk.parse_envelope``): payload, priority, attributes, the idempotency key while the
+queue remembers it, and the time the message has left — ``ttl_ms`` from its ``expires_at``, and
+``delay_ms`` for one not yet due — measured when its page is written. An archived message was
+acked: its ``expires_at`` is the archive's retention, not its own, so it is exported without a
+``ttl_ms`` (a replay gets the target queue's retention). Export → import round-trips.
+
+The export is a snapshot (``Client.export``): messages enqueued after it started are left out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import IO, Any
+
+import msgspec
+
+from sqew import models
+from sqew.client.base import Client
+
+_encode = msgspec.json.Encoder().encode
+
+
+def envelope(m: models.ScannedMessage, now: int) -> dict[str, Any]:
+    """The ``--envelope`` message object that re-enqueues ``m`` as it is at ``now``."""
+    out: dict[str, Any] = {"payload": m.payload, "priority": m.priority}
+    if m.attributes:
+        out["attributes"] = m.attributes
+    if isinstance(m.idempotency_key, str):
+        out["idempotency_key"] = m.idempotency_key
+    if m.state == "archived":
+        return out
+    # Bounds of an enqueue's ttl_ms; a message about to expire keeps the shortest TTL allowed.
+    ttl = min(max(m.expires_at - now, models.MIN_TTL_MS), models.MAX_TTL_MS)
+    out["ttl_ms"] = ttl
+    delay = m.available_at - now
+    if m.state == "delayed" and 0 < delay < ttl:
+        out["delay_ms"] = delay
+    return out
+
+
+def write(
+    client: Client,
+    queue: str,
+    source: str,
+    out: IO[bytes],
+    advance: Callable[[int], None] | None = None,
+    clock: Callable[[], int] = lambda: int(time.time() * 1000),
+) -> int:
+    """Write every message of ``source`` to ``out`` as NDJSON envelopes; how many."""
+    count = 0
+    for m in client.export(queue, source=source):
+        out.write(_encode(envelope(m, clock())) + b"\n")
+        count += 1
+        if advance is not None:
+            advance(1)
+    out.flush()
+    return count
+
+
+@contextlib.contextmanager
+def progress(queue: str) -> Iterator[Callable[[int], None] | None]:
+    """A Rich progress counter on stderr, only when stderr is a terminal (the total is not
+    known in advance: a count and a rate)."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import (
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    columns = [SpinnerColumn(), TextColumn(f"exporting {queue}"), MofNCompleteColumn(),
+               TimeElapsedColumn()]
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("export", total=None)
+        yield lambda n: bar.advance(task, n)
