@@ -38,37 +38,29 @@ def queue(row: QueueRow, stats: models.Stats | None = None) -> models.Queue:
 
 def message(row: MessageRow, queue_name: str) -> models.Message:
     """A stored message."""
-    return models.Message(
-        id=row.id,
-        queue=queue_name,
-        payload=msgspec.Raw(row.payload.encode()),
-        priority=row.priority,
-        attributes=_decode_attrs(row.attributes) if row.attributes else {},
-        attempts=row.attempts,
-        enqueued_at=row.enqueued_at,
-        available_at=row.available_at,
-        expires_at=row.expires_at,
-        last_error=row.last_error,
-        origin_queue=_origin(row),
-    )
+    return models.Message(**_message_fields(row, queue_name))
 
 
 def scanned(row: MessageRow, queue_name: str, state: str) -> models.ScannedMessage:
     """A message as a scan shows it, with its state."""
-    return models.ScannedMessage(
-        id=row.id,
-        queue=queue_name,
-        payload=msgspec.Raw(row.payload.encode()),
-        priority=row.priority,
-        attributes=_decode_attrs(row.attributes) if row.attributes else {},
-        attempts=row.attempts,
-        enqueued_at=row.enqueued_at,
-        available_at=row.available_at,
-        expires_at=row.expires_at,
-        last_error=row.last_error,
-        origin_queue=_origin(row),
-        state=state,
-    )
+    return models.ScannedMessage(**_message_fields(row, queue_name), state=state)
+
+
+def _message_fields(row: MessageRow, queue_name: str) -> dict[str, Any]:
+    """The fields of a message object (``leased`` spells them out: a poll's hot path)."""
+    return {
+        "id": row.id,
+        "queue": queue_name,
+        "payload": msgspec.Raw(row.payload.encode()),
+        "priority": row.priority,
+        "attributes": _decode_attrs(row.attributes) if row.attributes else {},
+        "attempts": row.attempts,
+        "enqueued_at": row.enqueued_at,
+        "available_at": row.available_at,
+        "expires_at": row.expires_at,
+        "last_error": row.last_error,
+        "origin_queue": _origin(row),
+    }
 
 
 def leased(row: MessageRow, q: QueueRow) -> models.LeasedMessage:
