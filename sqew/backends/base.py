@@ -27,90 +27,14 @@ from __future__ import annotations
 import abc
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, NamedTuple
+from typing import Any
 
-
-class QueueRow(NamedTuple):
-    """A row of the ``queues`` table, in column order."""
-
-    id: int
-    name: str
-    parent_id: int | None
-    visibility_ms: int
-    max_attempts: int
-    backoff_base_ms: int
-    backoff_max_ms: int
-    retention_ms: int
-    dedup_window_ms: int
-    max_payload_bytes: int
-    max_depth: int
-    rate_limit_per_s: float
-    lifo: bool
-    archive: bool
-    hmac_secret: str | None
-    created_at: int
-    depth: int
-    enqueued_total: int
-    acked_total: int
-    nacked_total: int
-    dead_lettered_total: int
-    expired_total: int
-    rl_tokens: float
-    rl_at: int
-
-
-class QueueLimits(NamedTuple):
-    """What an enqueue needs of its queue (``Tx.reserve``): a narrow row is a cheaper read."""
-
-    id: int
-    name: str
-    max_payload_bytes: int
-    retention_ms: int
-    lifo: bool
-    max_depth: int
-    rate_limit_per_s: float
-    depth: int
-    rl_tokens: float
-    rl_at: int
-    hmac_secret: str | None
-    """Checked against an HTTP enqueue's signature (``sqew.core.signing``), read here, in the
-    enqueue's transaction, so a secret just changed applies to the next enqueue."""
-
-
-class MessageRow(NamedTuple):
-    """A message as read back: the fields a message object needs, plus lease fields."""
-
-    id: int
-    queue_id: int
-    payload: str
-    priority: int
-    attributes: str | None
-    attempts: int
-    enqueued_at: int
-    available_at: int
-    expires_at: int
-    last_error: str | None
-    token: str | None
-    lease_expires_at: int | None
-    origin_queue: str | None
-    """The queue a dead-lettered message came from (None outside a DLQ)."""
-
-
-class KeyRow(NamedTuple):
-    """A row of the ``api_keys`` table: an API key's hash and what it may do."""
-
-    id: str
-    name: str | None
-    queue: str | None
-    scopes: str
-    """Comma-separated, sorted."""
-    hash: str
-    created_at: int
-    last_used_at: int | None
-
-
-NewMessage = tuple[int, str, int, str | None, int, int, int, bool]
-"""(queue_id, payload, priority, attributes_json, enqueued_at, available_at, expires_at, lifo)."""
+# The rows the contract's statements take and return (re-exported: they belong to it).
+from sqew.backends.rows import KeyRow as KeyRow
+from sqew.backends.rows import MessageRow as MessageRow
+from sqew.backends.rows import NewMessage as NewMessage
+from sqew.backends.rows import QueueLimits as QueueLimits
+from sqew.backends.rows import QueueRow as QueueRow
 
 
 class Tx(abc.ABC):
