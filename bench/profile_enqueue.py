@@ -35,7 +35,7 @@ import sqew
 from bench.embedded import PAYLOAD, Raw
 from bench.embedded_peers import LiteQueuePeer, PersistQueue
 from sqew.backends.base import QueueRow
-from sqew.client.base import message_in
+from sqew.client.arguments import message_in
 
 
 def _client(path: Path) -> sqew.Client:

@@ -14,7 +14,7 @@ from sqew import errors, models
 from sqew.cli import bulk, output, params
 from sqew.cli import errors as cli_errors
 from sqew.cli.state import State, current
-from sqew.client.base import as_sent, message_in
+from sqew.client.arguments import as_sent, message_in
 
 app = typer.Typer(help="Enqueue, lease, settle and inspect messages.", no_args_is_help=True)
 

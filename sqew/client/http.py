@@ -8,10 +8,8 @@ so tests can pass Litestar's ``TestClient`` (an ``httpx.Client``) to drive an ap
 
 from __future__ import annotations
 
-import functools
 import math
 import os
-import ssl
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -20,7 +18,9 @@ import httpx
 import msgspec
 
 from sqew import __version__, errors, jsonlimits, models
-from sqew.client.base import Client, convert, key_create, key_id, message_in, messages_in
+from sqew.client import tls
+from sqew.client.arguments import convert, key_create, key_id, message_in, messages_in
+from sqew.client.base import Client
 from sqew.core import signing
 
 T = TypeVar("T")
@@ -83,7 +83,7 @@ class HttpClient(Client):
         self._owned = http is None
         self._http = http or httpx.Client(
             base_url=self.base_url, timeout=timeout,
-            verify=_default_tls() if ca_cert is None else _private_ca(os.fspath(ca_cert)),
+            verify=tls.default_context() if ca_cert is None else tls.private_ca(os.fspath(ca_cert)),
         )
         self._headers = headers
 
@@ -123,7 +123,7 @@ class HttpClient(Client):
                 "control character or surrounding whitespace, say)"
             ) from None
         except httpx.TransportError as exc:
-            if _certificate_error(exc):
+            if tls.certificate_error(exc):
                 raise errors.Unavailable(
                     f"cannot verify the TLS certificate of {self.base_url}: {exc} (for a "
                     "server with a private CA, give its CA certificate: ca_cert, --ca-cert)"
@@ -322,44 +322,6 @@ class HttpClient(Client):
     def close(self) -> None:
         if self._owned:
             self._http.close()
-
-
-@functools.cache
-def _default_tls() -> ssl.SSLContext:
-    """httpx's default TLS context (certifi, or SSL_CERT_FILE/SSL_CERT_DIR), built once.
-
-    httpx builds this context for every new client, loading the CA bundle each time: ~25 ms,
-    which dominated creating a client (a CLI call, a test, a worker thread). The context is
-    only read after it is built, and sharing one across clients and threads is safe.
-    """
-    return httpx.create_ssl_context()
-
-
-def _private_ca(path: str) -> ssl.SSLContext:
-    """A TLS context verifying servers against the CA certificates in ``path`` only."""
-    try:
-        return ssl.create_default_context(cafile=path)
-    except ssl.SSLError as exc:  # (an OSError too: first)
-        raise errors.ValidationError(
-            f"'{path}' is not a PEM CA certificate: {exc.reason or exc}"
-        ) from None
-    except OSError as exc:
-        raise errors.ValidationError(
-            f"cannot read the CA certificate '{path}': {exc.strerror or exc}"
-        ) from None
-
-
-def _certificate_error(exc: BaseException) -> bool:
-    """Whether a transport error was a failed certificate verification (somewhere in its
-    causes: httpx wraps httpcore's error, which wraps ssl's)."""
-    seen: BaseException | None = exc
-    for _ in range(8):
-        if seen is None:
-            return False
-        if isinstance(seen, ssl.SSLCertVerificationError):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
 
 
 def _header_safe(api_key: str) -> str:

@@ -12,7 +12,8 @@ import msgspec
 
 from sqew import errors, models
 from sqew.backends import open_backend
-from sqew.client.base import Client, convert, key_create, key_id, message_in, messages_in
+from sqew.client.arguments import convert, key_create, key_id, message_in, messages_in
+from sqew.client.base import Client
 from sqew.core import signing
 from sqew.core.clock import Clock, system_clock
 from sqew.core.service import QueueService, check_range

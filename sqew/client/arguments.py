@@ -1,0 +1,180 @@
+"""A Client call's Python arguments turned into the wire models (validated the same way for
+every client, so a bad argument fails alike locally and over HTTP), and the leased messages'
+payloads as sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import msgspec
+
+from sqew import errors, jsonlimits, models
+from sqew.client.validation import validation_error
+from sqew.core import signing
+
+
+def message_in(
+    payload: Any, *, max_json_depth: int = jsonlimits.DEFAULT_MAX_DEPTH, **fields: Any
+) -> models.MessageIn:
+    """Validate one message given as Python values (payload any JSON-serialisable value).
+
+    A ``msgspec.Raw`` payload is JSON text, kept as it is.
+
+    Args:
+        payload: the payload.
+        max_json_depth: the deepest payload accepted.
+        fields: the message's other fields (``priority``, ``attributes``, …).
+
+    Raises:
+        sqew.errors.ValidationError: a field out of range, a payload that is not JSON, nested
+            deeper than ``max_json_depth``, or holding a number no client could decode back.
+    """
+    body = {k: v for k, v in fields.items() if v is not None}
+    body["payload"] = payload_text(payload, max_json_depth)
+    result: models.MessageIn = convert(body, models.MessageIn)
+    return result
+
+
+def payload_text(payload: Any, max_json_depth: int) -> msgspec.Raw:
+    """A payload as checked JSON text (see ``message_in``)."""
+    try:
+        text = _encode(payload)
+    except RecursionError:  # nested far deeper than any limit: the encoder ran out of stack
+        raise jsonlimits.depth_error(max_json_depth) from None
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise errors.ValidationError(
+            f"payload is not JSON-serialisable: {exc}",
+            details=[{"field": "payload", "message": str(exc)}],
+        ) from None
+    if not (isinstance(payload, msgspec.Raw) and max_json_depth >= jsonlimits.MAX_DEPTH):
+        # JSON text on its way to a server is left to the server's own max_json_depth (its
+        # scanner reads any depth), so the answer is the same as the server gives everyone.
+        jsonlimits.check_depth(text, max_json_depth)
+    if isinstance(payload, msgspec.Raw):
+        # Encoded Python values always decode back (floats are written with repr, too-long
+        # integers refused by the encoder); text given as is may not.
+        jsonlimits.check_numbers(text)
+    return msgspec.Raw(text)
+
+
+def message_from_mapping(
+    item: Mapping[str, Any], *, max_json_depth: int = jsonlimits.DEFAULT_MAX_DEPTH
+) -> models.MessageIn:
+    """A message given as a mapping with ``payload`` and optional fields."""
+    if not isinstance(item, Mapping) or "payload" not in item:
+        raise errors.ValidationError(
+            "each message needs a payload", details=[{"field": "payload", "message": "required"}]
+        )
+    fields = {k: v for k, v in item.items() if v is not None}
+    fields["payload"] = payload_text(item["payload"], max_json_depth)
+    result: models.MessageIn = convert(fields, models.MessageIn)
+    return result
+
+
+def key_create(
+    scopes: Iterable[str], name: str | None = None, queue: str | None = None
+) -> models.KeyCreate:
+    """Validate a new key's request given as Python values (see ``Client.create_key``)."""
+    if isinstance(scopes, str):  # one scope as a string (else: a list of its letters)
+        scopes = [scopes]
+    # Anything else that is not a list is left for the model to refuse, naming `scopes`.
+    listed = list(scopes) if isinstance(scopes, Iterable) else scopes
+    body = {"name": name, "queue": queue, "scopes": listed}
+    result: models.KeyCreate = convert(
+        {k: v for k, v in body.items() if v is not None}, models.KeyCreate)
+    return result
+
+
+KEY_ID_MAX = 32
+"""The longest key id looked up (the REST path's limit; a key's id is 16 hex digits)."""
+KEY_PREFIX = "sqew_"
+"""What every key starts with (SPEC §2; ``sqew.core.keys.PREFIX``, not imported: an
+``HttpClient`` has no use for the key store's argon2)."""
+
+
+def key_id(id: str) -> str:
+    """``id`` as the id of a key to look up; one no key can have is ``NotFound`` at once.
+
+    Such an id could not travel as one URL path segment (``/``, ``.``, ``..``, empty) or is
+    longer than any id. Above all, a whole key pasted where its id belongs is never sent in a
+    URL (servers and proxies log paths) nor repeated in the error.
+    """
+    if 0 < len(id) <= KEY_ID_MAX and "/" not in id and id not in (".", ".."):
+        return id
+    if id.startswith(KEY_PREFIX):
+        raise errors.NotFound("that is an API key, not its id: give the id that list_keys "
+                              "(`sqew keys list`) shows")
+    if len(id) > KEY_ID_MAX:
+        raise errors.NotFound(f"no API key has an id of {len(id)} characters "
+                              "(ids are 16 hex digits, as list_keys shows)")
+    raise errors.NotFound(f"no API key with id '{id}'")
+
+
+_MESSAGE_LIST = list[models.MessageIn]
+
+
+class _OneByOne(Exception):
+    """The batch needs the precise checks, message by message."""
+
+
+def messages_in(
+    items: Iterable[Mapping[str, Any]], *, max_json_depth: int = jsonlimits.DEFAULT_MAX_DEPTH
+) -> list[models.MessageIn]:
+    """Validate a batch of messages given as mappings, in one pass.
+
+    Errors name the message: ``message <i>: <reason>`` (found again one by one, off the
+    fast path).
+    """
+    batch = list(items)
+    bodies: list[dict[str, Any]] = []
+    try:
+        for item in batch:
+            payload = item["payload"]
+            text = _encode(payload)
+            if text.count(b"[") + text.count(b"{") > max_json_depth or (
+                isinstance(payload, msgspec.Raw) and jsonlimits.may_overflow(text)
+            ):
+                raise _OneByOne  # it may be too deep or hold a bad number: check it precisely
+            raw = msgspec.Raw(text)
+            if len(item) == 1:  # the common case: nothing but the payload
+                body = {"payload": raw}
+            else:
+                body = {k: v for k, v in item.items() if v is not None}
+                body["payload"] = raw
+            bodies.append(body)
+        result: list[models.MessageIn] = msgspec.convert(bodies, _MESSAGE_LIST)
+        return result
+    except (_OneByOne, msgspec.ValidationError, TypeError, ValueError, OverflowError, KeyError,
+            AttributeError, RecursionError):
+        pass
+    out: list[models.MessageIn] = []
+    for i, item in enumerate(batch):
+        try:
+            out.append(message_from_mapping(item, max_json_depth=max_json_depth))
+        except errors.ValidationError as exc:
+            raise errors.ValidationError(
+                f"message {i}: {exc.message}", details=exc.details
+            ) from None
+    return out
+
+
+def convert(obj: Any, type_: type[Any]) -> Any:
+    """``msgspec.convert`` raising sqew's ValidationError with the offending path."""
+    try:
+        return msgspec.convert(obj, type_)
+    except msgspec.ValidationError as exc:
+        raise validation_error(exc, source=obj, model=type_) from None
+
+
+_encode = msgspec.json.Encoder().encode
+
+
+def as_sent(messages: Iterable[models.LeasedMessage]) -> list[models.LeasedMessage]:
+    """Leased messages with each payload as the producer sent it (the text its ``signature``
+    covers), not re-encoded: what the REST API's poll answer shows, for ``--json``."""
+    return [
+        msgspec.structs.replace(m, payload=msgspec.Raw(signing.payload_text(m).encode()))
+        for m in messages
+    ]
