@@ -11,8 +11,16 @@ rates; a snapshot read is the parallel path for bulk).
 
 Offsets are ``{"batch": n}``, a counter of non-empty micro-batches. ``read(start)`` leases up
 to ``maxMessagesPerBatch`` messages (polls of at most 100) and returns them with the end offset
-``n + 1``; a daemon thread extends the leases of every batch not yet committed, so a slow batch
-does not lose them; ``commit(end)`` acks every batch up to ``end``.
+``n + 1``; a daemon thread extends the leases of every batch not yet acked, so a slow batch
+does not lose them.
+
+When to ack: Spark calls ``commit(end)`` on a source only while it constructs the *next* batch
+(MicroBatchExecution commits batch N-1's offsets after logging batch N), so on a queue that has
+gone quiet the last batch would stay leased for ever. But Spark asks for the next offset
+(``read(start)``) only after the batch ending at ``start`` has run and been written to the
+checkpoint's commit log, one batch at a time; so ``read(start)`` first acks every batch up to
+``start``, and ``commit(end)`` does the same for whatever is left. (Not safe with the
+experimental ``asyncProgressTrackingEnabled``, which plans ahead of the commit log: unsupported.)
 
 Restarting from a checkpoint: a batch whose offset was logged but not committed is replayed by
 Spark with ``readBetweenOffsets(start, end)``, on an executor, after the process that leased it
@@ -86,6 +94,7 @@ class SqewStreamReader(SimpleDataSourceStreamReader):
         """Lease up to ``maxMessagesPerBatch`` ready messages; none: the offset stays."""
         client = self._connect()
         number = int(start["batch"])
+        self._ack_through(number)  # batches up to start are in the sink's commit log
         wanted = self.options.max_messages_per_batch
         leased: list[models.LeasedMessage] = []
         while len(leased) < wanted:
@@ -113,7 +122,9 @@ class SqewStreamReader(SimpleDataSourceStreamReader):
 
     def commit(self, end: dict[str, Any]) -> None:
         """Spark has processed every batch up to ``end``: ack their messages."""
-        number = int(end["batch"])
+        self._ack_through(int(end["batch"]))
+
+    def _ack_through(self, number: int) -> None:
         with self._lock:
             done = [b for b in self._pending if b <= number]
             acks = [pair for b in sorted(done) for pair in self._pending.pop(b)]
