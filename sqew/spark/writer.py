@@ -41,6 +41,7 @@ from pyspark.sql.types import (
 )
 
 from sqew import errors
+from sqew.client.base import Client
 from sqew.spark.options import SourceOptions, option_error
 
 log = logging.getLogger("sqew.spark")
@@ -186,7 +187,7 @@ class SqewWriter(DataSourceWriter):
         return message
 
     def _send(
-        self, client: Any, batch: list[dict[str, Any]], partition: int, first: int
+        self, client: Client, batch: list[dict[str, Any]], partition: int, first: int
     ) -> tuple[int, int]:
         for attempt in range(_RETRIES + 1):
             try:
