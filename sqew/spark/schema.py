@@ -1,0 +1,16 @@
+"""The rows the ``sqew`` source reads (snapshot and stream): one per message.
+
+Times are integers, milliseconds since the epoch, as in the REST API (SPEC §2); turn them into
+timestamps in Spark with ``timestamp_millis(col)``. ``payload`` is the message's JSON text
+(parse it with ``from_json``); ``state`` is ready, delayed or leased for ``source=queue``
+(``leased`` for every streamed row), or what the scan reports for a DLQ or the archive.
+"""
+
+from __future__ import annotations
+
+MESSAGE_SCHEMA = (
+    "id LONG, queue STRING, state STRING, payload STRING, priority INT, "
+    "attributes MAP<STRING, STRING>, attempts INT, enqueued_at LONG, available_at LONG, "
+    "expires_at LONG, last_error STRING"
+)
+"""The schema of a read, as a Spark DDL string (``DataSource.schema``)."""

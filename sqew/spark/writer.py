@@ -1,0 +1,235 @@
+"""Batch write: ``df.write.format("sqew")…save()`` enqueues one message per row (SPEC §4).
+
+Columns: ``payload`` (required: a JSON string, or any struct/array/map/primitive column,
+serialized to JSON), and optional ``priority``, ``delay_ms``, ``ttl_ms``, ``idempotency_key``,
+``attributes`` (map<string,string>). Any other column is refused by name on the driver before
+a task runs.
+
+Each task enqueues its partition in batches (``batchSize``, at most 1000) through
+``Client.enqueue_batch``. A retried task (or a speculative copy) must not enqueue its rows twice:
+a row without an ``idempotency_key`` gets one derived from the write's id, the partition and the
+row's index in it (``spark:<writeId>:<partition>:<row>``), so the queue's de-duplication answers
+a second enqueue of the same row with the first message's id. This holds while the rerun falls
+within the queue's ``dedup_window_ms`` (default 5 minutes) and when the partition's rows come
+in the same order on every attempt (any deterministic plan; not e.g. an unordered shuffle of a
+non-deterministic source). A row with its own ``idempotency_key`` is de-duplicated by that key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from decimal import Decimal
+from typing import Any
+
+import msgspec
+from pyspark import TaskContext
+from pyspark.sql import Row
+from pyspark.sql.datasource import DataSourceWriter, WriterCommitMessage
+from pyspark.sql.types import (
+    ByteType,
+    DataType,
+    IntegerType,
+    LongType,
+    MapType,
+    ShortType,
+    StringType,
+    StructType,
+)
+
+from sqew import errors
+from sqew.client.base import Client
+from sqew.spark.options import SourceOptions, option_error
+
+log = logging.getLogger("sqew.spark")
+
+PAYLOAD = "payload"
+INTEGER_COLUMNS = ("priority", "delay_ms", "ttl_ms")
+COLUMNS = (PAYLOAD, *INTEGER_COLUMNS, "idempotency_key", "attributes")
+_INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
+_RETRIES = 8  # QueueFull / RateLimited / Overloaded / Unavailable: wait as told, then again
+
+
+@dataclasses.dataclass
+class SqewCommitMessage(WriterCommitMessage):
+    """What one task wrote (a Spark commit message, returned to the driver).
+
+    Attributes:
+        partition: the Spark partition id.
+        attempt: the task's attempt number (0 for the first).
+        rows: rows read from the partition.
+        enqueued: messages newly enqueued.
+        duplicates: rows answered as duplicates (written by an earlier attempt, or a repeated
+            ``idempotency_key``).
+    """
+
+    partition: int
+    attempt: int
+    rows: int
+    enqueued: int
+    duplicates: int
+
+
+def check_schema(schema: StructType) -> None:
+    """Refuse a DataFrame the writer cannot enqueue, naming the column.
+
+    Raises:
+        sqew.errors.ValidationError: no ``payload`` column, an unknown column, or a column of
+            the wrong type.
+    """
+    names = [f.name for f in schema.fields]
+    unknown = [n for n in names if n not in COLUMNS]
+    if unknown:
+        raise errors.ValidationError(
+            f"unknown column(s) {', '.join(repr(n) for n in unknown)}: the sqew writer takes "
+            f"{', '.join(COLUMNS)} (select or rename columns first; put extra values in "
+            "the payload or in attributes)",
+            details=[{"field": n, "message": "unknown column"} for n in unknown])
+    if PAYLOAD not in names:
+        raise errors.ValidationError(
+            "the sqew writer needs a 'payload' column (a JSON string or any struct, array, map "
+            "or primitive column)", details=[{"field": PAYLOAD, "message": "required"}])
+    for field in schema.fields:
+        _check_type(field.name, field.dataType)
+
+
+def _check_type(name: str, type_: DataType) -> None:
+    ok = True
+    if name in INTEGER_COLUMNS:
+        ok = isinstance(type_, _INTEGRAL)
+        wanted = "an integer"
+    elif name == "idempotency_key":
+        ok = isinstance(type_, StringType)
+        wanted = "a string"
+    elif name == "attributes":
+        ok = (isinstance(type_, MapType) and isinstance(type_.keyType, StringType)
+              and isinstance(type_.valueType, StringType))
+        wanted = "a map<string,string>"
+    if not ok:
+        raise errors.ValidationError(
+            f"column '{name}' must be {wanted}, not {type_.simpleString()}",
+            details=[{"field": name, "message": f"must be {wanted}"}])
+
+
+_json_encode = msgspec.json.Encoder(decimal_format="number").encode
+
+
+def _plain(value: Any) -> Any:
+    """A Spark value as plain Python for JSON: Rows (structs) as objects, recursively."""
+    if isinstance(value, Row):
+        return {k: _plain(v) for k, v in value.asDict(recursive=False).items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, float) and value != value:  # NaN: JSON has none
+        return None
+    if isinstance(value, Decimal) and not value.is_finite():
+        return None
+    return value
+
+
+class SqewWriter(DataSourceWriter):
+    """The writer of one ``save()``: created on the driver, pickled to every task."""
+
+    def __init__(self, options: SourceOptions, schema: StructType) -> None:
+        check_schema(schema)
+        self.options = options
+        self.payload_is_text = isinstance(schema[PAYLOAD].dataType, StringType)
+        # One id per save(), fixed here on the driver: every attempt of a task derives the same
+        # keys from it. A user-given writeId makes a rerun of the whole job idempotent too.
+        self.write_id = options.write_id or uuid.uuid4().hex
+
+    def write(self, iterator: Iterator[Row]) -> SqewCommitMessage:
+        """Enqueue this task's rows; returns the counts."""
+        context = TaskContext.get()
+        partition = context.partitionId() if context is not None else 0
+        attempt = context.attemptNumber() if context is not None else 0
+        prefix = f"spark:{self.write_id}:{partition}:"
+        size = self.options.batch_size
+        rows = enqueued = duplicates = 0
+        batch: list[dict[str, Any]] = []
+        with self.options.client() as client:
+            for row in iterator:
+                batch.append(self._message(row.asDict(recursive=False), prefix, rows))
+                rows += 1
+                if len(batch) >= size:
+                    new, dup = self._send(client, batch, partition, rows - len(batch))
+                    enqueued, duplicates = enqueued + new, duplicates + dup
+                    batch = []
+            if batch:
+                new, dup = self._send(client, batch, partition, rows - len(batch))
+                enqueued, duplicates = enqueued + new, duplicates + dup
+        return SqewCommitMessage(partition, attempt, rows, enqueued, duplicates)
+
+    def _message(self, row: Mapping[str, Any], prefix: str, index: int) -> dict[str, Any]:
+        payload = row[PAYLOAD]
+        if self.payload_is_text and payload is not None:
+            try:  # checked here so the error names the row; sent as the text given
+                msgspec.json.decode(payload)
+            except msgspec.DecodeError as exc:
+                raise errors.ValidationError(
+                    f"row {index} of this partition: column 'payload' is not JSON ({exc}); "
+                    "a string column is read as JSON text: to send plain text as a JSON "
+                    "string, serialize it first (e.g. to_json(struct(...)))") from None
+            message: dict[str, Any] = {PAYLOAD: msgspec.Raw(payload.encode())}
+        else:
+            message = {PAYLOAD: msgspec.Raw(_json_encode(_plain(payload)))}
+        for name in COLUMNS[1:]:
+            value = row.get(name)
+            if value is not None:
+                message[name] = value
+        if "idempotency_key" not in message:
+            message["idempotency_key"] = f"{prefix}{index}"
+        return message
+
+    def _send(
+        self, client: Client, batch: list[dict[str, Any]], partition: int, first: int
+    ) -> tuple[int, int]:
+        for attempt in range(_RETRIES + 1):
+            try:
+                results = client.enqueue_batch(self.options.queue, batch)
+            except (errors.QueueFull, errors.RateLimited, errors.Overloaded,
+                    errors.Unavailable) as exc:
+                if attempt == _RETRIES:
+                    raise
+                # The batch is all or none, so sending it again is safe.
+                time.sleep(min(30.0, exc.retry_after or 0.5 * 2**attempt))
+                continue
+            except errors.ValidationError as exc:
+                raise errors.ValidationError(
+                    f"partition {partition}, rows {first}-{first + len(batch) - 1}: "
+                    f"{exc.message}", details=exc.details) from None
+            dup = sum(1 for r in results if r.duplicate)
+            return len(results) - dup, dup
+        raise AssertionError("unreachable")
+
+    def commit(self, messages: list[SqewCommitMessage | None]) -> None:  # type: ignore[override]
+        """All tasks succeeded: log the totals (enqueued, duplicates) of the write."""
+        done = [m for m in messages if m is not None]
+        log.info(
+            "sqew write %s to %s queue %s: %d rows, %d enqueued, %d duplicates, %d partitions",
+            self.write_id, self.options.target, self.options.queue,
+            sum(m.rows for m in done), sum(m.enqueued for m in done),
+            sum(m.duplicates for m in done), len(done))
+
+    def abort(self, messages: list[SqewCommitMessage | None]) -> None:  # type: ignore[override]
+        """A task failed for good: say what the finished tasks enqueued (it stays queued;
+        a queue has no transaction across tasks). Rerunning with the same ``writeId`` within
+        the dedup window enqueues only the rest."""
+        done = [m for m in messages if m is not None]
+        log.warning(
+            "sqew write %s to %s queue %s aborted: %d messages enqueued by %d finished "
+            "partition(s) stay queued; rerun with .option('writeId', '%s') within the queue's "
+            "dedup window to enqueue only the rest",
+            self.write_id, self.options.target, self.options.queue,
+            sum(m.enqueued for m in done), len(done), self.write_id)
+
+
+def overwrite_error() -> errors.ValidationError:
+    """``mode("overwrite")``: a queue is appended to, never replaced."""
+    return option_error("mode", "the sqew data source only appends (mode 'append'): "
+                        "to replace a queue's messages, purge it first")

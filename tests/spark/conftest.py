@@ -1,0 +1,57 @@
+"""A real local Spark session per test module (``local[2]``), with sqew's data source.
+
+Skipped when pyspark is not installed (it comes with the ``spark`` extra:
+``SQEW_EXTRAS=test,spark``). Every module here sets ``pytestmark = pytest.mark.spark`` (select
+with ``-m spark``, leave out with ``-m "not spark"``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark", reason="the spark extra is not installed")
+pytest.importorskip("pyarrow", reason="the spark extra is not installed")
+
+
+def make_session(tmp: Path, master: str = "local[2]", **conf: str) -> Any:
+    """A SparkSession for one module; its Python workers run this interpreter (sqew in it)."""
+    from pyspark.sql import SparkSession
+
+    import sqew.spark
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    builder = (
+        SparkSession.builder.master(master)
+        .appName("sqew-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.warehouse.dir", str(tmp / "warehouse"))
+        .config("spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={tmp}")
+        .config("spark.local.dir", str(tmp / "local"))
+    )
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    sqew.spark.register(spark)
+    return spark
+
+
+@pytest.fixture(scope="module")
+def spark_tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("spark")
+
+
+@pytest.fixture(scope="module")
+def spark(spark_tmp: Path) -> Iterator[Any]:
+    """The module's session (``local[2]``); a module needing other settings overrides it."""
+    session = make_session(spark_tmp)
+    yield session
+    session.stop()
