@@ -1,10 +1,5 @@
 """Snapshot read: ``spark.read.format("sqew")…load()`` (SPEC §4), without leasing anything.
 
-GUARDED: this is written against ``Client.scan(queue, source=, after_id=, max_id=, limit=)``
-(issue #12 item 1, a page with ``.messages`` and ``.next_after_id``; ``max_id`` inclusive),
-which is not on main yet. Until it is, ``load()`` raises a clear error (``scan_supported``);
-nothing here is tested. Check the stand-ins below against the merged API.
-
 The driver fixes the snapshot's high-water id, then splits ``(low, high]`` into id ranges, one
 per partition, that the executors page through in parallel (``after_id`` … ``max_id``). Rows
 enqueued after the snapshot started have larger ids (SQLite hands out increasing ids) and never
@@ -20,7 +15,7 @@ from typing import Any
 import msgspec
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from sqew import errors
+from sqew import models
 from sqew.client.base import Client
 from sqew.spark.options import SourceOptions
 
@@ -31,49 +26,24 @@ MAX_AUTO_PARTITIONS = 64
 _encode = msgspec.json.encode
 
 
-def scan_supported(client: Client) -> bool:
-    """Whether this client has ``scan`` (issue #12 item 1)."""
-    return callable(getattr(client, "scan", None))
-
-
 def _scan(client: Client, options: SourceOptions, after_id: int, max_id: int | None,
-          limit: int) -> Any:
-    scan = getattr(client, "scan", None)
-    if scan is None:
-        raise errors.InvalidRequest(
-            "the snapshot read needs Client.scan (issue #12 item 1), which this sqew does not "
-            "have yet; the writer and the streaming reader work")
-    return scan(options.queue, source=options.source, after_id=after_id, max_id=max_id,
-                limit=limit)
-
-
-def _exists_after(client: Client, options: SourceOptions, after_id: int) -> int | None:
-    page = _scan(client, options, after_id, None, 1)
-    return int(page.messages[0].id) if page.messages else None
+          limit: int) -> models.ScanPage:
+    return client.scan(options.queue, source=options.source, after_id=after_id, max_id=max_id,
+                       limit=limit)
 
 
 def high_water(client: Client, options: SourceOptions) -> tuple[int, int] | None:
     """``(low, high)``: the snapshot reads ids in ``(low, high]``; None: nothing to read.
 
-    The scan has no "last id" query, so ``high`` is found by an exponential then binary
-    search with pages of one message (about 2·log2(ids) index lookups). A producer enqueueing
-    meanwhile only moves ids above ``high``; they are outside the snapshot.
+    One page of one message gives both: its message is the lowest id and its
+    ``high_water_id`` the highest as the page was read. A producer enqueueing meanwhile only
+    adds ids above ``high``; they are outside the snapshot.
     """
-    first = _exists_after(client, options, 0)
-    if first is None:
+    page = _scan(client, options, 0, None, 1)
+    high = page.high_water_id
+    if not page.messages or not isinstance(high, int):
         return None
-    known, step = first, 1  # known: an id that exists
-    while (found := _exists_after(client, options, known + step - 1)) is not None:
-        known, step = found, step * 2  # found ≥ known + step: double the stride
-    lo, hi = known, known + step - 1  # no id ≥ known + step was there at the last probe
-    while lo < hi:  # the largest id in [lo, hi]
-        mid = (lo + hi + 1) // 2
-        found = _exists_after(client, options, mid - 1)  # the smallest id ≥ mid
-        if found is None:
-            hi = mid - 1
-        else:  # capped: ids a producer adds above hi meanwhile are after the snapshot
-            lo = min(found, hi)
-    return first - 1, lo
+    return page.messages[0].id - 1, high
 
 
 class IdRange(InputPartition):

@@ -1,7 +1,8 @@
 """A real local Spark session per test module (``local[2]``), with sqew's data source.
 
 Skipped when pyspark is not installed (it comes with the ``spark`` extra:
-``SQEW_EXTRAS=test,spark``). Every module here sets ``pytestmark = pytest.mark.spark`` (select
+``SQEW_EXTRAS=test,spark``), unless ``SQEW_REQUIRE_SPARK`` is set, as ``./scripts/test`` sets it
+when it installs that extra: then a missing pyspark is an error. Every module here sets ``pytestmark = pytest.mark.spark`` (select
 with ``-m spark``, leave out with ``-m "not spark"``).
 """
 
@@ -15,8 +16,12 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("pyspark", reason="the spark extra is not installed")
-pytest.importorskip("pyarrow", reason="the spark extra is not installed")
+if os.environ.get("SQEW_REQUIRE_SPARK"):  # ./scripts/test: a broken install fails, never skips
+    import pyarrow  # noqa: F401
+    import pyspark  # noqa: F401
+else:
+    pytest.importorskip("pyspark", reason="the spark extra is not installed")
+    pytest.importorskip("pyarrow", reason="the spark extra is not installed")
 
 
 def make_session(tmp: Path, master: str = "local[2]", **conf: str) -> Any:

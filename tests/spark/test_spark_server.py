@@ -39,6 +39,11 @@ def test_write_then_stream_through_a_server(spark: Any, server: tuple[str, str],
     with sqew.Client(url, api_key=key) as c:
         assert c.stats("q").ready == n
 
+    snapshot = spark.read.format("sqew").option("url", url).option("api_key", key) \
+        .option("queue", "q").option("numPartitions", "3").load().collect()
+    assert sorted(int(r["payload"][5:-1]) for r in snapshot) == list(range(n))
+    assert {r["state"] for r in snapshot} == {"ready"}
+
     query = (spark.readStream.format("sqew").option("url", url).option("api_key", key)
              .option("queue", "q").option("maxMessagesPerBatch", "2000").load()
              .writeStream.format("parquet").option("path", str(tmp_path / "out"))

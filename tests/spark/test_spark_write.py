@@ -11,6 +11,7 @@ import pytest
 from conftest import make_session
 
 import sqew
+from sqew import models
 
 pytestmark = pytest.mark.spark
 
@@ -34,14 +35,10 @@ def db(tmp_path: Path) -> Iterator[str]:
     yield path
 
 
-def drain(db: str, queue: str = "q") -> list[sqew.LeasedMessage]:
-    """Every message of the queue, leased and acked (the read-back path until scan lands)."""
-    out: list[sqew.LeasedMessage] = []
+def drain(db: str, queue: str = "q") -> list[models.ScannedMessage]:
+    """Every message of the queue, by id (an export: nothing leased)."""
     with sqew.Client(db) as c:
-        while got := c.poll(queue, batch=100):
-            out.extend(got)
-            c.ack_batch(queue, [(m.id, m.token) for m in got])
-    return out
+        return list(c.export(queue))
 
 
 def test_write_100k_rows_read_back_exactly(spark: Any, db: str) -> None:
@@ -55,16 +52,18 @@ def test_write_100k_rows_read_back_exactly(spark: Any, db: str) -> None:
     )
     df.write.format("sqew").option("db", db).option("queue", "q").mode("append").save()
 
-    got = drain(db)
-    assert len(got) == n
-    assert len({m.id for m in got}) == n
-    by_row = {int(m.attributes["row"]): m for m in got}
+    # Read back with the snapshot reader, and check it against the Client's export.
+    rows = spark.read.format("sqew").option("db", db).option("queue", "q").load().collect()
+    exported = drain(db)
+    assert len(rows) == len(exported) == n
+    assert [r["id"] for r in sorted(rows, key=lambda r: r["id"])] == [m.id for m in exported]
+    by_row = {int(r["attributes"]["row"]): r for r in rows}
     assert sorted(by_row) == list(range(n))
-    for row in (0, 1, 12_345, n - 1):
-        m = by_row[row]
-        assert m.payload == {"n": row, "pad": "x" * 20}
-        assert m.priority == row % 7 - 3
-        assert m.attributes == {"row": str(row)}
+    for row, r in by_row.items():
+        assert json.loads(r["payload"]) == {"n": row, "pad": "x" * 20}
+        assert r["priority"] == row % 7 - 3
+        assert r["attributes"] == {"row": str(row)}
+        assert r["state"] == "ready"
 
 
 def test_json_string_payload_and_optional_columns(spark: Any, db: str) -> None:
