@@ -2,7 +2,8 @@
 
 Skipped when pyspark is not installed (it comes with the ``spark`` extra:
 ``SQEW_EXTRAS=test,spark``), unless ``SQEW_REQUIRE_SPARK`` is set, as ``./scripts/test`` sets it
-when it installs that extra: then a missing pyspark is an error. Every module here sets ``pytestmark = pytest.mark.spark`` (select
+when it installs that extra: then a missing pyspark is an error.
+Every module here sets ``pytestmark = pytest.mark.spark`` (select
 with ``-m spark``, leave out with ``-m "not spark"``).
 """
 
