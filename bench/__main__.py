@@ -13,7 +13,7 @@ import importlib
 import sys
 from pathlib import Path
 
-SUITES = ("embedded", "server")
+SUITES = ("embedded", "server", "spark")
 
 
 def main(argv: list[str]) -> int:

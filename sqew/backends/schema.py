@@ -128,6 +128,9 @@ dedup = Table(
     UniqueConstraint("queue_id", "key"),
 )
 Index("ix_dedup_expires_at", dedup.c.expires_at)
+# A scan (export) pages by message id and reports each message's key: without this, every page
+# would read all of the queue's idempotency records (a Spark write keys every row).
+Index("ix_dedup_message", dedup.c.queue_id, dedup.c.message_id)
 
 archive = Table(
     "archive",

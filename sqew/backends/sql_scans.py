@@ -21,8 +21,10 @@ class ScanStatements:
     def scan_messages(
         self, queue_id: int, after_id: int, max_id: int, now: int, limit: int
     ) -> list[MessageRow]:
+        # ``+queue_id``: walk the primary key from ``after`` (SQLite would otherwise pick the
+        # (queue_id, expires_at) index and sort every message of the queue for each page).
         rows = self._all(
-            f"SELECT {_MSG_COLS} FROM messages WHERE queue_id = :q AND id > :after "
+            f"SELECT {_MSG_COLS} FROM messages WHERE +queue_id = :q AND id > :after "
             "AND id <= :max AND expires_at > :now ORDER BY id LIMIT :n",
             {"q": queue_id, "after": after_id, "max": max_id, "now": now, "n": limit},
         )
@@ -53,8 +55,12 @@ class ScanStatements:
         # Newest first and the first that matches: a backward walk of the primary key that
         # stops at once on a queue with recent messages (MAX(id) with this filter reads them
         # all on SQLite: no index leads with (queue_id, id)).
+        # ``+queue_id`` keeps SQLite on that walk for messages (not the expiry index and a
+        # sort); the archive's (queue_id, id) index serves it directly.
+        column = "queue_id" if archive else "+queue_id"
         table = "archive" if archive else "messages"
         row = self._one(
-            f"SELECT id FROM {table} WHERE queue_id = :q ORDER BY id DESC LIMIT 1", {"q": queue_id}
+            f"SELECT id FROM {table} WHERE {column} = :q ORDER BY id DESC LIMIT 1",
+            {"q": queue_id},
         )
         return None if row is None else int(row[0])

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import msgspec
+import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from sqew import models
 from sqew.client.base import Client
 from sqew.spark.options import SourceOptions
+from sqew.spark.schema import ARROW_ATTRIBUTES, ARROW_SCHEMA
 
 PAGE = 1000  # the scan's largest page (SPEC §2, limit 1 to 1000)
 ROWS_PER_PARTITION = 100_000  # ids per partition when numPartitions is not given
@@ -63,10 +64,24 @@ def split(low: int, high: int, parts: int) -> list[IdRange]:
     return [IdRange(a, b) for a, b in itertools.pairwise(edges) if b > a]
 
 
-def message_row(m: Any) -> tuple[Any, ...]:
-    """A scanned message as a row of ``schema.MESSAGE_SCHEMA``."""
-    return (m.id, m.queue, m.state, _encode(m.payload).decode(), m.priority, m.attributes,
-            m.attempts, m.enqueued_at, m.available_at, m.expires_at, m.last_error)
+def message_batch(messages: Sequence[models.ScannedMessage]) -> pa.RecordBatch:
+    """A page of scanned messages as one Arrow batch of ``schema.MESSAGE_SCHEMA``: Spark
+    takes it column by column, with no conversion per row (several times the rows per second
+    of tuples)."""
+    return pa.RecordBatch.from_arrays([
+        pa.array([m.id for m in messages], pa.int64()),
+        pa.array([m.queue for m in messages], pa.string()),
+        pa.array([m.state for m in messages], pa.string()),
+        pa.array([_encode(m.payload).decode() for m in messages], pa.string()),
+        pa.array([m.priority for m in messages], pa.int32()),
+        pa.array([None if m.attributes is None else list(m.attributes.items())
+                  for m in messages], ARROW_ATTRIBUTES),
+        pa.array([m.attempts for m in messages], pa.int32()),
+        pa.array([m.enqueued_at for m in messages], pa.int64()),
+        pa.array([m.available_at for m in messages], pa.int64()),
+        pa.array([m.expires_at for m in messages], pa.int64()),
+        pa.array([m.last_error for m in messages], pa.string()),
+    ], schema=ARROW_SCHEMA)
 
 
 class SqewSnapshotReader(DataSourceReader):
@@ -87,8 +102,8 @@ class SqewSnapshotReader(DataSourceReader):
             MAX_AUTO_PARTITIONS, 1 + (high - low) // ROWS_PER_PARTITION)
         return split(low, high, parts)
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        """Page through one id range."""
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Page through one id range, a page per Arrow batch."""
         assert isinstance(partition, IdRange)
         if partition.max_id <= partition.after_id:
             return
@@ -96,6 +111,6 @@ class SqewSnapshotReader(DataSourceReader):
             after: int | None = partition.after_id
             while after is not None:
                 page = _scan(client, self.options, after, partition.max_id, PAGE)
-                for m in page.messages:
-                    yield message_row(m)
+                if page.messages:
+                    yield message_batch(page.messages)
                 after = page.next_after_id

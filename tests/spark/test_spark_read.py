@@ -33,7 +33,7 @@ def test_schema_and_states_of_a_queue(spark: Any, db: str) -> None:
         c.enqueue("q", {"n": 1}, priority=3, attributes={"k": "v"}, ttl_ms=600_000)
         c.enqueue("q", [1, "two"], delay_ms=600_000)
         c.enqueue("q", "leased")
-        leased = c.poll("q")
+        leased = c.poll("q", visibility_ms=600_000)  # leased throughout, however slow Spark is
         assert leased and leased[0].payload == {"n": 1}  # priority 3 first
     df = snapshot(spark, db)
     assert df.columns == ["id", "queue", "state", "payload", "priority", "attributes",
