@@ -86,6 +86,17 @@ def count(target: dict[str, str], queue: str) -> int:
         return s.ready + s.delayed + s.leased
 
 
+def warm_up(spark: Any, target: dict[str, str]) -> None:
+    """A small write and read first: Spark starts its Python workers (and they import sqew)
+    on the first job of each kind, a cost a long-running cluster has already paid."""
+    with sqew.Client(target.get("db") or target["url"]) as c:
+        c.create_queue("warm_q")
+    spark.range(2000).selectExpr("to_json(named_struct('n', id)) AS payload").repartition(2) \
+        .write.format("sqew").options(**target).option("queue", "warm_q").mode("append").save()
+    spark.read.format("sqew").options(**target).option("queue", "warm_q").load() \
+        .write.format("noop").mode("overwrite").save()
+
+
 def run_target(spark: Any, name: str, target: dict[str, str], ndjson: Path, n: int,
                tmp: Path) -> dict[str, float]:
     """The four measurements on one target (``{"db": path}`` or ``{"url": url}``)."""
@@ -93,6 +104,7 @@ def run_target(spark: Any, name: str, target: dict[str, str], ndjson: Path, n: i
     with sqew.Client(target.get("db") or target["url"]) as c:
         c.create_queue("spark_q")
         c.create_queue("cli_q")
+    warm_up(spark, target)
     secs: dict[str, float] = {}
     df = spark.read.text(str(ndjson)).withColumnRenamed("value", "payload").repartition(2)
     df = df.cache()

@@ -103,8 +103,8 @@ class Tx(abc.ABC):
 
     # --- enqueue --------------------------------------------------------------------------------
     @abc.abstractmethod
-    def find_dedup(self, queue_id: int, key: str, now: int) -> int | None:
-        """The message id recorded for an idempotency key still inside its window."""
+    def find_dedup(self, queue_id: int, keys: Sequence[str], now: int) -> dict[str, int]:
+        """The message ids recorded for those of ``keys`` still inside their window."""
 
     @abc.abstractmethod
     def put_dedup(self, rows: Sequence[tuple[int, str, int, int]]) -> None:

@@ -25,6 +25,7 @@ from sqew.backends.sql_queues import QueueStatements
 from sqew.backends.sql_scans import ScanStatements
 
 _MSG_COLS = ", ".join(MessageRow._fields)
+_KEYS_PER_LOOKUP = 500  # idempotency keys looked up per statement (a batch holds up to 1000)
 _NEW_MESSAGE_COLS = (
     "queue_id", "payload", "priority", "attributes", "enqueued_at", "available_at",
     "expires_at", "lifo",
@@ -103,13 +104,20 @@ class SqlTx(QueueStatements, KeyStatements, ScanStatements, Tx):
         return self.TRUE if value else self.FALSE
 
     # --- enqueue --------------------------------------------------------------------------------
-    def find_dedup(self, queue_id: int, key: str, now: int) -> int | None:
-        row = self._one(
-            "SELECT message_id FROM dedup WHERE queue_id = :q AND key = :key "
-            "AND expires_at > :now",
-            {"q": queue_id, "key": key, "now": now},
-        )
-        return int(row[0]) if row else None
+    def find_dedup(self, queue_id: int, keys: Sequence[str], now: int) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for start in range(0, len(keys), _KEYS_PER_LOOKUP):  # one statement per chunk
+            chunk = keys[start:start + _KEYS_PER_LOOKUP]
+            names = ", ".join(f":k{i}" for i in range(len(chunk)))
+            params: dict[str, Any] = {f"k{i}": k for i, k in enumerate(chunk)}
+            params.update(q=queue_id, now=now)
+            for key, message_id in self._all(
+                f"SELECT key, message_id FROM dedup WHERE queue_id = :q AND key IN ({names}) "
+                "AND expires_at > :now",
+                params,
+            ):
+                found[str(key)] = int(message_id)
+        return found
 
     def put_dedup(self, rows: Sequence[tuple[int, str, int, int]]) -> None:
         self.c.executemany(

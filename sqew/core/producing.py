@@ -147,17 +147,13 @@ def insert(tx: Tx, q: QueueRow, messages: Sequence[models.MessageIn], now: int) 
     rows: list[NewMessage] = []
     slots: list[int | str] = []  # per input: index into rows, or the dedup key
     seen: dict[str, int] = {}  # key → index into rows (first of the batch)
-    known: dict[str, int] = {}  # key → stored message id
+    keys = list(dict.fromkeys(m.idempotency_key for m in messages if m.idempotency_key))
+    known = tx.find_dedup(q.id, keys, now) if keys else {}  # key → stored message id
     for i, m in enumerate(messages):
         row = _row(q, m, i, now)  # a duplicate is validated like any message
         key = m.idempotency_key
         if key is not None:
             if key in seen or key in known:
-                slots.append(key)
-                continue
-            first = tx.find_dedup(q.id, key, now)
-            if first is not None:
-                known[key] = first
                 slots.append(key)
                 continue
             seen[key] = len(rows)

@@ -112,7 +112,7 @@ def every_statement(calls: Calls) -> None:
     ids = tx.insert_messages(new)
     assert [tx.get_message(qid, i).payload for i in ids] == ['"m0"', '"m1"', '"m2"', '"m3"']
     tx.put_dedup([(qid, "k", ids[0], now + 100)])
-    assert tx.find_dedup(qid, "k", now) == ids[0]
+    assert tx.find_dedup(qid, ["k", "other"], now) == {"k": ids[0]}
     tx.set_messages_lifo(qid, True)
     assert [m.id for m in tx.peek(qid, True, now, 10)] == ids[::-1]
     tx.set_messages_lifo(qid, False)
