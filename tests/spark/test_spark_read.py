@@ -138,3 +138,11 @@ def test_bad_read_options_name_the_option(spark: Any, db: str, options: dict[str
 def test_missing_queue_is_queue_not_found(spark: Any, db: str) -> None:
     with pytest.raises(Exception, match="QueueNotFound"):
         spark.read.format("sqew").option("db", db).option("queue", "nope").load().collect()
+
+
+def test_a_database_url_works_like_a_path(spark: Any, db: str) -> None:
+    url = f"sqlite:///{db}"
+    spark.range(300).selectExpr("to_json(named_struct('n', id)) AS payload") \
+        .write.format("sqew").option("db", url).option("queue", "q").mode("append").save()
+    rows = spark.read.format("sqew").option("db", url).option("queue", "q").load().collect()
+    assert sorted(json.loads(r["payload"])["n"] for r in rows) == list(range(300))
