@@ -53,6 +53,14 @@ def test_the_wheel_holds_env_py_and_every_revision(wheel: Path) -> None:
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
 
 
+def test_the_wheel_ships_pysparks_discovery_module(wheel: Path) -> None:
+    """``pyspark_sqew`` is what PySpark imports to find the ``sqew`` format by itself."""
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+        assert "pyspark_sqew/__init__.py" in names
+        assert "DefaultSource" in zf.read("pyspark_sqew/__init__.py").decode()
+
+
 def test_db_upgrade_works_from_a_non_editable_install(wheel: Path, tmp_path: Path) -> None:
     # A venv of its own with only the wheel installed in it; the dependencies (already in
     # the test venv) are reached through a .pth file rather than downloaded again. Paths a

@@ -102,4 +102,8 @@ def test_a_thousand_waiting_polls_hold_no_thread_and_hold_up_no_other_poll(
         assert waiter.waiting("idle") == 0  # no wait left behind
         stats = c.stats("idle")
         assert (stats.leased, stats.ready) == (WAITERS, 0)
-        assert threads() == before
+        # The database pool starts its threads lazily: the batch and the reads after the waits
+        # may have found every started thread busy (a checkpoint, a key confirmation) and
+        # started one more. A wait holding a thread would show as hundreds here, not a few.
+        grown = [now - was for now, was in zip(threads(), before, strict=True)]
+        assert max(grown) <= 3, (before, threads())

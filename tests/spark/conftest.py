@@ -25,8 +25,12 @@ else:
     pytest.importorskip("pyarrow", reason="the spark extra is not installed")
 
 
-def make_session(tmp: Path, master: str = "local[2]", **conf: str) -> Any:
-    """A SparkSession for one module; its Python workers run this interpreter (sqew in it)."""
+def make_session(tmp: Path, master: str = "local[2]", *, register: bool = True,
+                 **conf: str) -> Any:
+    """A SparkSession for one module; its Python workers run this interpreter (sqew in it).
+
+    ``register=False`` leaves the ``sqew`` format to PySpark's own discovery (``pyspark_sqew``).
+    """
     from pyspark.sql import SparkSession
 
     import sqew.spark
@@ -46,7 +50,8 @@ def make_session(tmp: Path, master: str = "local[2]", **conf: str) -> Any:
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    sqew.spark.register(spark)
+    if register:
+        sqew.spark.register(spark)
     return spark
 
 
