@@ -21,17 +21,18 @@ import dataclasses
 import logging
 import time
 import uuid
-from collections.abc import Iterator, Mapping
-from decimal import Decimal
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from pyspark import TaskContext
-from pyspark.sql import Row
-from pyspark.sql.datasource import DataSourceWriter, WriterCommitMessage
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import (
+    ArrayType,
     ByteType,
     DataType,
+    DoubleType,
+    FloatType,
     IntegerType,
     LongType,
     MapType,
@@ -43,6 +44,9 @@ from pyspark.sql.types import (
 from sqew import errors
 from sqew.client.base import Client
 from sqew.spark.options import SourceOptions, option_error
+
+if TYPE_CHECKING:
+    import pyarrow
 
 log = logging.getLogger("sqew.spark")
 
@@ -117,33 +121,46 @@ def _check_type(name: str, type_: DataType) -> None:
 _json_encode = msgspec.json.Encoder(decimal_format="number").encode
 
 
-def _plain(value: Any) -> Any:
-    """A Spark value as plain Python for JSON: Rows (structs) as objects, recursively."""
-    if isinstance(value, Row):
-        return {k: _plain(v) for k, v in value.asDict(recursive=False).items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, float) and value != value:  # NaN: JSON has none
-        return None
-    if isinstance(value, Decimal) and not value.is_finite():
-        return None
-    return value
+Convert = Callable[[Any], Any]
 
 
-class SqewWriter(DataSourceWriter):
-    """The writer of one ``save()``: created on the driver, pickled to every task."""
+def _to_json_value(type_: DataType) -> Convert:
+    """How a value of Spark type ``type_``, as Arrow's ``to_pylist`` gives it, becomes plain
+    JSON-ready Python: structs as objects, maps (Arrow: a list of key/value pairs) as objects
+    with string keys, arrays as lists, NaN and infinities (JSON has none) as null."""
+    if isinstance(type_, StructType):
+        fields = [(f.name, _to_json_value(f.dataType)) for f in type_.fields]
+        return lambda v: None if v is None else {n: c(v.get(n)) for n, c in fields}
+    if isinstance(type_, MapType):
+        key, value = _to_json_value(type_.keyType), _to_json_value(type_.valueType)
+        return lambda v: None if v is None else {str(key(k)): value(x) for k, x in v}
+    if isinstance(type_, ArrayType):
+        element = _to_json_value(type_.elementType)
+        return lambda v: None if v is None else [element(x) for x in v]
+    if isinstance(type_, FloatType | DoubleType):
+        return lambda v: None if v is None or v != v or v in (_INF, -_INF) else v
+    return lambda v: v
+
+
+_INF = float("inf")
+
+
+class SqewWriter(DataSourceArrowWriter):
+    """The writer of one ``save()``: created on the driver, pickled to every task.
+
+    Tasks receive their partition as Arrow record batches (``DataSourceArrowWriter``): the
+    columns are converted to Python a whole batch at a time, not a Spark ``Row`` per message.
+    """
 
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
         check_schema(schema)
         self.options = options
-        self.payload_is_text = isinstance(schema[PAYLOAD].dataType, StringType)
+        self.payload_type = schema[PAYLOAD].dataType
         # One id per save(), fixed here on the driver: every attempt of a task derives the same
         # keys from it. A user-given writeId makes a rerun of the whole job idempotent too.
         self.write_id = options.write_id or uuid.uuid4().hex
 
-    def write(self, iterator: Iterator[Row]) -> SqewCommitMessage:
+    def write(self, iterator: Iterator[pyarrow.RecordBatch]) -> SqewCommitMessage:
         """Enqueue this task's rows; returns the counts."""
         context = TaskContext.get()
         partition = context.partitionId() if context is not None else 0
@@ -153,38 +170,55 @@ class SqewWriter(DataSourceWriter):
         rows = enqueued = duplicates = 0
         batch: list[dict[str, Any]] = []
         with self.options.client() as client:
-            for row in iterator:
-                batch.append(self._message(row.asDict(recursive=False), prefix, rows))
-                rows += 1
-                if len(batch) >= size:
-                    new, dup = self._send(client, batch, partition, rows - len(batch))
-                    enqueued, duplicates = enqueued + new, duplicates + dup
-                    batch = []
+            for record_batch in iterator:
+                for message in self._messages(record_batch, prefix, rows):
+                    batch.append(message)
+                    rows += 1
+                    if len(batch) >= size:
+                        new, dup = self._send(client, batch, partition, rows - len(batch))
+                        enqueued, duplicates = enqueued + new, duplicates + dup
+                        batch = []
             if batch:
                 new, dup = self._send(client, batch, partition, rows - len(batch))
                 enqueued, duplicates = enqueued + new, duplicates + dup
         return SqewCommitMessage(partition, attempt, rows, enqueued, duplicates)
 
-    def _message(self, row: Mapping[str, Any], prefix: str, index: int) -> dict[str, Any]:
-        payload = row[PAYLOAD]
-        if self.payload_is_text and payload is not None:
-            try:  # checked here so the error names the row; sent as the text given
-                msgspec.json.decode(payload)
-            except msgspec.DecodeError as exc:
-                raise errors.ValidationError(
-                    f"row {index} of this partition: column 'payload' is not JSON ({exc}); "
-                    "a string column is read as JSON text: to send plain text as a JSON "
-                    "string, serialize it first (e.g. to_json(struct(...)))") from None
-            message: dict[str, Any] = {PAYLOAD: msgspec.Raw(payload.encode())}
-        else:
-            message = {PAYLOAD: msgspec.Raw(_json_encode(_plain(payload)))}
-        for name in COLUMNS[1:]:
-            value = row.get(name)
-            if value is not None:
-                message[name] = value
-        if "idempotency_key" not in message:
-            message["idempotency_key"] = f"{prefix}{index}"
-        return message
+    def _messages(
+        self, record_batch: pyarrow.RecordBatch, prefix: str, first: int
+    ) -> Iterator[dict[str, Any]]:
+        """The messages of one Arrow batch whose first row is row ``first`` of the partition."""
+        columns = dict(zip(record_batch.schema.names, record_batch.columns, strict=True))
+        payloads = columns[PAYLOAD].to_pylist()
+        optional = {name: columns[name].to_pylist() for name in COLUMNS[1:] if name in columns}
+        encode = self._payload_encoder()
+        for offset, payload in enumerate(payloads):
+            index = first + offset
+            message: dict[str, Any] = {PAYLOAD: encode(payload, index)}
+            for name, values in optional.items():
+                value = values[offset]
+                if value is not None:
+                    message[name] = dict(value) if name == "attributes" else value
+            if "idempotency_key" not in message:
+                message["idempotency_key"] = f"{prefix}{index}"
+            yield message
+
+    def _payload_encoder(self) -> Callable[[Any, int], msgspec.Raw]:
+        """A payload value (and its row index, for errors) → the JSON text to send."""
+        if isinstance(self.payload_type, StringType):
+            def text(payload: str | None, index: int) -> msgspec.Raw:
+                if payload is None:
+                    return msgspec.Raw(b"null")
+                try:  # checked here so the error names the row; sent as the text given
+                    msgspec.json.decode(payload)
+                except msgspec.DecodeError as exc:
+                    raise errors.ValidationError(
+                        f"row {index} of this partition: column 'payload' is not JSON ({exc}); "
+                        "a string column is read as JSON text: to send plain text as a JSON "
+                        "string, serialize it first (e.g. to_json(struct(...)))") from None
+                return msgspec.Raw(payload.encode())
+            return text
+        plain = _to_json_value(self.payload_type)
+        return lambda payload, _index: msgspec.Raw(_json_encode(plain(payload)))
 
     def _send(
         self, client: Client, batch: list[dict[str, Any]], partition: int, first: int

@@ -81,6 +81,25 @@ def test_json_string_payload_and_optional_columns(spark: Any, db: str) -> None:
     assert got[0].expires_at - got[0].enqueued_at == 120_000
 
 
+@pytest.mark.parametrize(("spark_type", "value", "expected"), [
+    ("ARRAY<INT>", [1, None, 3], [1, None, 3]),
+    ("MAP<STRING,DOUBLE>", {"a": 1.5, "nan": float("nan")}, {"a": 1.5, "nan": None}),
+    ("MAP<INT,STRING>", {7: "seven"}, {"7": "seven"}),
+    ("STRUCT<n: BIGINT, tags: ARRAY<STRUCT<k: STRING, v: FLOAT>>, m: MAP<STRING,INT>>",
+     {"n": 2**40, "tags": [{"k": "x", "v": float("inf")}], "m": {"z": 1}},
+     {"n": 2**40, "tags": [{"k": "x", "v": None}], "m": {"z": 1}}),
+    ("BOOLEAN", True, True),
+    ("DOUBLE", 2.25, 2.25),
+    ("STRING", None, None),  # a null payload is JSON null
+])
+def test_any_payload_column_is_serialized_to_json(
+    spark: Any, db: str, spark_type: str, value: Any, expected: Any
+) -> None:
+    df = spark.createDataFrame([(value,)], f"payload {spark_type}")
+    df.write.format("sqew").option("db", db).option("queue", "q").mode("append").save()
+    assert [m.payload for m in drain(db)] == [expected]
+
+
 def test_unknown_column_is_refused_by_name(spark: Any, db: str) -> None:
     df = spark.createDataFrame([('{"a": 1}', "x")], "payload STRING, colour STRING")
     with pytest.raises(Exception, match=r"unknown column.*'colour'"):
