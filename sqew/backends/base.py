@@ -228,6 +228,13 @@ class Tx(abc.ABC):
         """(leased, delayed, expired-not-yet-reaped, oldest ready available_at) of a queue."""
 
     @abc.abstractmethod
+    def all_counts(
+        self, now: int
+    ) -> list[tuple[QueueRow, tuple[int, int, int, int | None]]]:
+        """Every queue (DLQs included) by name, each with its ``counts``: in one statement,
+        so that reading all queues costs no round trip per queue (metrics scrapes)."""
+
+    @abc.abstractmethod
     def reap_messages(self, queue_id: int, now: int, limit: int) -> int:
         """Delete up to ``limit`` expired messages of a queue; returns how many."""
 

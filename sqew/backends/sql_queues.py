@@ -13,6 +13,7 @@ _COUNTERS = frozenset(
      "expired_total"}
 )
 _COUNTER_SQL: dict[tuple[str, ...], str] = {}
+_ALL_COUNTS_SQL: dict[type, str] = {}
 
 
 class QueueStatements:
@@ -100,6 +101,51 @@ class QueueStatements:
             {"n": count, "name": name},
         )
         return QueueLimits._make(row) if row else None
+
+    def all_counts(self, now: int) -> list[tuple[QueueRow, tuple[int, int, int, int | None]]]:
+        # One statement for every queue: the leased and expired counts are seeks per queue
+        # (correlated, on ix_messages_leased and ix_messages_expiry); the delayed count and
+        # the oldest ready message need the unleased messages, read once per claim index in
+        # index order (grouped by queue_id, the index's first column), as ``counts`` does.
+        rows = self._all(self._all_counts_sql(), {"now": now})
+        n = len(QueueRow._fields)
+        out: list[tuple[QueueRow, tuple[int, int, int, int | None]]] = []
+        for r in rows:
+            leased, expired, delayed_f, oldest_f, delayed_l, oldest_l = r[n:]
+            oldests = [int(o) for o in (oldest_f, oldest_l) if o is not None]
+            out.append((QueueRow._make(r[:n]), (
+                int(leased), int(delayed_f or 0) + int(delayed_l or 0), int(expired),
+                min(oldests) if oldests else None,
+            )))
+        return out
+
+    def _all_counts_sql(self) -> str:
+        sql = _ALL_COUNTS_SQL.get(type(self))
+        if sql is None:
+            cols = ", ".join(f"q.{c}" for c in QueueRow._fields)
+
+            def unleased(alias: str, lifo: str) -> str:
+                return (
+                    f"LEFT JOIN (SELECT queue_id, "
+                    "SUM(CASE WHEN available_at > :now THEN 1 ELSE 0 END) AS delayed, "
+                    "MIN(CASE WHEN available_at <= :now THEN available_at END) AS oldest "
+                    "FROM messages WHERE lease_expires_at IS NULL "
+                    f"AND lifo = {lifo} AND +expires_at > :now GROUP BY queue_id) {alias} "
+                    f"ON {alias}.queue_id = q.id "
+                )
+
+            sql = _ALL_COUNTS_SQL[type(self)] = (
+                f"SELECT {cols}, "
+                "(SELECT COUNT(*) FROM messages m WHERE m.queue_id = q.id "
+                "AND m.lease_expires_at IS NOT NULL AND m.lease_expires_at > :now "
+                "AND m.expires_at > :now), "
+                "(SELECT COUNT(*) FROM messages m WHERE m.queue_id = q.id "
+                "AND m.expires_at <= :now), "
+                "f.delayed, f.oldest, l.delayed, l.oldest FROM queues q "
+                + unleased("f", self.FALSE) + unleased("l", self.TRUE)
+                + "ORDER BY q.name"
+            )
+        return sql
 
     def set_messages_lifo(self, queue_id: int, lifo: bool) -> None:
         self.c.execute(

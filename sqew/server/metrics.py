@@ -1,27 +1,251 @@
-"""Prometheus metrics of one app: a registry per app (no global state), rendered at /metrics.
+"""Prometheus metrics of one app (prometheus-client; a registry per app, no global state).
 
-Minimal for now: build information. The operations work adds request and queue metrics here.
+Two kinds, rendered together at /metrics (every name is in docs/operations.md):
+
+- **Read at scrape time** (state): the queues' depths and counters, one statement for all
+  queues (``sqew.queue_metrics``), plus any collector another module registers in
+  ``Metrics.registry`` (a ``prometheus_client`` Collector whose ``collect`` reads the state).
+  Read once per scrape by the process that answers it.
+- **Counted by the process** (events): HTTP requests by route template and status, database
+  transactions, group-commit sizes, long polls waiting, duplicates and rejections per queue.
+  Made with ``Metrics.counter``/``gauge``/``histogram`` so they work in both modes:
+
+  - one process: they live in this app's own registry;
+  - ``sqew serve --workers N``: the runner gives every worker one ``PROMETHEUS_MULTIPROC_DIR``
+    (prometheus-client's multiprocess mode; the variable must be set before the library is
+    imported, as it is in a spawned worker); each process writes its values to files there
+    and the scrape, whichever worker answers it, sums every process's files.
+
+The API other modules use (with ``rt.metrics``): ``registry.register(collector)`` for state read
+at scrape time; ``counter``/``gauge``/``histogram`` for events (never create prometheus-client
+metrics in ``registry`` directly: with several workers they would show one process only);
+``rejected(queue, reason)``, ``duplicates(queue, n)``, ``long_poll_started/ended``.
 """
 
 from __future__ import annotations
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Info, generate_latest
+import os
+import re
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
 
-from sqew import __version__
+from litestar.enums import ScopeType
+from litestar.types import ASGIApp, Message, Receive, Scope, Send
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from sqew import models, queue_metrics
+from sqew.core.writer import WriteObserver
 
 # Litestar appends the charset to text types itself; giving it twice would repeat it.
 CONTENT_TYPE = CONTENT_TYPE_LATEST.replace("; charset=utf-8", "")
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+Reason = Literal["quota", "rate_limit", "validation", "auth", "signature", "overload"]
+REASONS: tuple[Reason, ...] = ("quota", "rate_limit", "validation", "auth", "signature",
+                               "overload")
+MAX_QUEUE_LABELS = 10_000
+"""Distinct ``queue`` label values a process gives its per-queue counters; further names (a
+client naming queue after queue that does not exist) are counted under ``queue=""``."""
+_PARAM_TYPE = re.compile(r"\{(\w+):[^}]*\}")
+UNMATCHED = "unmatched"
+"""The ``route`` label of requests that match no route."""
+
+REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                   10.0, 30.0)
+TRANSACTION_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                       0.25, 0.5, 1.0, 2.5, 5.0)
+GROUP_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+GaugeMode = Literal["all", "liveall", "min", "livemin", "max", "livemax", "sum", "livesum",
+                    "mostrecent", "livemostrecent"]
 
 
 class Metrics:
-    """The metrics an app exposes."""
+    """The metrics an app exposes.
 
-    def __init__(self) -> None:
+    Args:
+        enabled: count events (requests, transactions, …); off, only the state read at
+            scrape time is shown (the setting ``metrics``).
+        multiprocess_dir: prometheus-client's multiprocess directory (default: the
+            ``PROMETHEUS_MULTIPROC_DIR`` variable; unset: this process alone).
+    """
+
+    def __init__(self, *, enabled: bool = True, multiprocess_dir: str | None = None) -> None:
+        self.enabled = enabled
         self.registry = CollectorRegistry(auto_describe=True)
-        Info("sqew_build", "sqew build information", registry=self.registry).info(
-            {"version": __version__}
+        """State read at scrape time: register Collectors here."""
+        queue_metrics.add_build_info(self.registry)
+        self.multiprocess_dir = multiprocess_dir or os.environ.get(MULTIPROC_ENV) or None
+        self._events = CollectorRegistry(auto_describe=True)
+        if self.multiprocess_dir:
+            MultiProcessCollector(self._events, path=self.multiprocess_dir)  # type: ignore[no-untyped-call]
+        self._queue_labels: set[str] = set()
+        self._requests = self.counter(
+            "sqew_http_requests", "HTTP requests answered, by route template and status.",
+            ("method", "route", "status"))
+        self._request_seconds = self.histogram(
+            "sqew_http_request_duration_seconds",
+            "Time from a request's routing to the end of its response (long polls included).",
+            ("method", "route", "status"), buckets=REQUEST_BUCKETS)
+        self._transaction_seconds = self.histogram(
+            "sqew_db_transaction_seconds",
+            "Write transactions, from asking for the write lock to the end of the commit.",
+            buckets=TRANSACTION_BUCKETS)
+        self._group_size = self.histogram(
+            "sqew_group_commit_batch_size", "Operations per group-commit transaction.",
+            buckets=GROUP_BUCKETS)
+        self._long_polls = self.gauge(
+            "sqew_long_polls_waiting", "Long polls (wait_ms > 0) in progress.",
+            multiprocess_mode="livesum")
+        self._duplicates = self.counter(
+            "sqew_queue_duplicates", "Enqueued messages answered as duplicates (idempotency).",
+            ("queue",))
+        self._rejected = self.counter(
+            "sqew_rejected", "Requests refused, by queue (\"\" for none) and reason: quota, "
+            "rate_limit, validation, auth, signature, overload.", ("queue", "reason"))
+        self._request_children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+        self._templates: dict[str, str] = {}
+        self.observer: WriteObserver = (
+            _TransactionObserver(self._transaction_seconds.observe, self._group_size.observe)
+            if enabled else WriteObserver()
         )
 
-    def render(self) -> bytes:
-        """The Prometheus text exposition of every metric."""
-        return generate_latest(self.registry)
+    # --- making metrics -------------------------------------------------------------------------
+    def counter(self, name: str, documentation: str, labels: Sequence[str] = ()) -> Counter:
+        """A counter of events in this process, summed over workers (``name`` without
+        ``_total``: prometheus-client adds it)."""
+        return Counter(name, documentation, labels, registry=self._event_registry())
+
+    def gauge(self, name: str, documentation: str, labels: Sequence[str] = (), *,
+              multiprocess_mode: GaugeMode = "livesum") -> Gauge:
+        """A gauge set by this process; with several workers ``multiprocess_mode`` says how
+        their values combine (``livesum``: the sum over running workers; ``max``, ``all``
+        with a ``pid`` label, …: prometheus-client's modes)."""
+        return Gauge(name, documentation, labels, registry=self._event_registry(),
+                     multiprocess_mode=multiprocess_mode)
+
+    def histogram(self, name: str, documentation: str, labels: Sequence[str] = (), *,
+                  buckets: Sequence[float] = Histogram.DEFAULT_BUCKETS) -> Histogram:
+        """A histogram of observations in this process, summed over workers."""
+        return Histogram(name, documentation, labels, registry=self._event_registry(),
+                         buckets=buckets)
+
+    def _event_registry(self) -> CollectorRegistry | None:
+        # In multiprocess mode the values go to files, which MultiProcessCollector reads: a
+        # metric registered as well would be shown twice.
+        return None if self.multiprocess_dir else self._events
+
+    # --- counting -------------------------------------------------------------------------------
+    def rejected(self, queue: str | None, reason: Reason) -> None:
+        """Count a refused request (``queue``: the queue it named, if any)."""
+        if self.enabled:
+            self._rejected.labels(self._queue_label(queue), reason).inc()
+
+    def duplicates(self, queue: str, n: int) -> None:
+        """Count ``n`` enqueued messages answered as duplicates."""
+        if self.enabled and n:
+            self._duplicates.labels(self._queue_label(queue)).inc(n)
+
+    def long_poll_started(self) -> None:
+        """A long poll begins to wait (call ``long_poll_ended`` when it ends)."""
+        if self.enabled:
+            self._long_polls.inc()
+
+    def long_poll_ended(self) -> None:
+        """A long poll ended."""
+        if self.enabled:
+            self._long_polls.dec()
+
+    def request(self, method: str, template: str | None, status: int, seconds: float) -> None:
+        """Count an answered request (``template``: its route's path template)."""
+        key = (method, template or UNMATCHED, status)
+        children = self._request_children.get(key)
+        if children is None:
+            route = self._route(template)
+            children = self._request_children[key] = (
+                self._requests.labels(method, route, str(status)),
+                self._request_seconds.labels(method, route, str(status)),
+            )
+        children[0].inc()
+        children[1].observe(seconds)
+
+    def unmatched(self, method: str, status: int) -> None:
+        """Count a request that matched no route (``route="unmatched"``; no duration: it
+        never reached the route's middleware)."""
+        self._requests.labels(method, UNMATCHED, str(status)).inc()
+
+    def _route(self, template: str | None) -> str:
+        """The route's path template, parameters without their types (``/queues/{q}``)."""
+        if template is None:
+            return UNMATCHED
+        route = self._templates.get(template)
+        if route is None:
+            route = self._templates[template] = _PARAM_TYPE.sub(r"{\1}", template)
+        return route
+
+    def _queue_label(self, queue: str | None) -> str:
+        if not queue:
+            return ""
+        if queue in self._queue_labels:
+            return queue
+        if len(self._queue_labels) >= MAX_QUEUE_LABELS or len(queue) > 100:
+            return ""
+        self._queue_labels.add(queue)
+        return queue
+
+    def close(self) -> None:
+        """This process stops serving: its ``live`` gauges leave the workers' sums."""
+        if self.multiprocess_dir:
+            multiprocess.mark_process_dead(  # type: ignore[no-untyped-call]
+                os.getpid(), self.multiprocess_dir)
+
+    # --- serving --------------------------------------------------------------------------------
+    def middleware(self, app: ASGIApp) -> ASGIApp:
+        """ASGI middleware (the outermost of a route's): every request's route template,
+        status and duration."""
+
+        async def measure(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] != ScopeType.HTTP:
+                await app(scope, receive, send)
+                return
+            start = time.perf_counter()
+            status = 500  # what the server answers if the app ends without a response
+
+            async def send_status(message: Message) -> None:
+                nonlocal status
+                if message["type"] == "http.response.start":
+                    status = message["status"]
+                await send(message)
+
+            try:
+                await app(scope, receive, send_status)
+            finally:
+                self.request(scope["method"], scope.get("path_template"), status,  # type: ignore[typeddict-item]
+                             time.perf_counter() - start)
+
+        return measure
+
+    def render(self, queues: Sequence[models.Stats] | None = None) -> bytes:
+        """The Prometheus text exposition: state collectors, every process's events, and
+        ``queues`` (``QueueService.all_stats()``) when given."""
+        body = generate_latest(self.registry) + generate_latest(self._events)
+        if queues is not None:
+            body += queue_metrics.render(queues)
+        return body
+
+
+class _TransactionObserver(WriteObserver):
+    """The writers' reports (``sqew.core.writer.WriteObserver``) into two histograms."""
+
+    def __init__(self, seconds: Callable[[float], None], size: Callable[[float], None]) -> None:
+        self.transaction = seconds  # type: ignore[method-assign,assignment]
+        self.group = size  # type: ignore[method-assign,assignment]
