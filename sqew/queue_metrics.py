@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, Info, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import Metric, Sample
 from prometheus_client.registry import Collector
 
 from sqew import __version__, models
@@ -52,16 +52,16 @@ class QueueCollector(Collector):
         self._stats = stats
 
     def collect(self) -> Iterator[Metric]:
-        for name, doc, value in GAUGES:
-            gauge = GaugeMetricFamily(name, doc, labels=("queue",))
-            for s in self._stats:
-                gauge.add_metric((s.queue,), value(s))
-            yield gauge
-        for name, doc, value in COUNTERS:
-            counter = CounterMetricFamily(name, doc, labels=("queue",))
-            for s in self._stats:
-                counter.add_metric((s.queue,), value(s))
-            yield counter
+        # Samples made directly, one label dict per queue shared by every family: with
+        # thousands of queues, add_metric's per-sample work was a third of a scrape.
+        labels = [{"queue": s.queue} for s in self._stats]
+        for kind, families in (("gauge", GAUGES), ("counter", COUNTERS)):
+            for name, doc, value in families:
+                metric = Metric(name, doc, kind)
+                sample = name + "_total" if kind == "counter" else name
+                metric.samples = [Sample(sample, label, float(value(s)))
+                                  for s, label in zip(self._stats, labels, strict=True)]
+                yield metric
 
 
 def add_build_info(registry: CollectorRegistry) -> None:

@@ -107,6 +107,8 @@ class QueueStatements:
         # (correlated, on ix_messages_leased and ix_messages_expiry); the delayed count and
         # the oldest ready message need the unleased messages, read once per claim index in
         # index order (grouped by queue_id, the index's first column), as ``counts`` does.
+        # As CTEs: written as subqueries in FROM, SQLite scanned ix_messages_expiry instead
+        # (and read every message's row).
         rows = self._all(self._all_counts_sql(), {"now": now})
         n = len(QueueRow._fields)
         out: list[tuple[QueueRow, tuple[int, int, int, int | None]]] = []
@@ -124,17 +126,17 @@ class QueueStatements:
         if sql is None:
             cols = ", ".join(f"q.{c}" for c in QueueRow._fields)
 
-            def unleased(alias: str, lifo: str) -> str:
+            def unleased(lifo: str) -> str:
                 return (
-                    f"LEFT JOIN (SELECT queue_id, "
+                    "SELECT queue_id, "
                     "SUM(CASE WHEN available_at > :now THEN 1 ELSE 0 END) AS delayed, "
                     "MIN(CASE WHEN available_at <= :now THEN available_at END) AS oldest "
                     "FROM messages WHERE lease_expires_at IS NULL "
-                    f"AND lifo = {lifo} AND +expires_at > :now GROUP BY queue_id) {alias} "
-                    f"ON {alias}.queue_id = q.id "
+                    f"AND lifo = {lifo} AND +expires_at > :now GROUP BY queue_id"
                 )
 
             sql = _ALL_COUNTS_SQL[type(self)] = (
+                f"WITH f AS ({unleased(self.FALSE)}), l AS ({unleased(self.TRUE)}) "
                 f"SELECT {cols}, "
                 "(SELECT COUNT(*) FROM messages m WHERE m.queue_id = q.id "
                 "AND m.lease_expires_at IS NOT NULL AND m.lease_expires_at > :now "
@@ -142,8 +144,8 @@ class QueueStatements:
                 "(SELECT COUNT(*) FROM messages m WHERE m.queue_id = q.id "
                 "AND m.expires_at <= :now), "
                 "f.delayed, f.oldest, l.delayed, l.oldest FROM queues q "
-                + unleased("f", self.FALSE) + unleased("l", self.TRUE)
-                + "ORDER BY q.name"
+                "LEFT JOIN f ON f.queue_id = q.id LEFT JOIN l ON l.queue_id = q.id "
+                "ORDER BY q.name"
             )
         return sql
 

@@ -94,7 +94,7 @@ class Metrics:
             ("method", "route", "status"))
         self._request_seconds = self.histogram(
             "sqew_http_request_duration_seconds",
-            "Time from a request's routing to the end of its response (long polls included).",
+            "Time from a request's routing to the start of its response (long polls included).",
             ("method", "route", "status"), buckets=REQUEST_BUCKETS)
         self._transaction_seconds = self.histogram(
             "sqew_db_transaction_seconds",
@@ -211,33 +211,40 @@ class Metrics:
     # --- serving --------------------------------------------------------------------------------
     def middleware(self, app: ASGIApp) -> ASGIApp:
         """ASGI middleware (the outermost of a route's): every request's route template,
-        status and duration."""
+        status and duration, counted as its response starts, so that a client that has the
+        answer finds it counted (a scrape right after sees it)."""
 
         async def measure(scope: Scope, receive: Receive, send: Send) -> None:
             if scope["type"] != ScopeType.HTTP:
                 await app(scope, receive, send)
                 return
             start = time.perf_counter()
-            status = 500  # what the server answers if the app ends without a response
+            method: str = scope["method"]  # type: ignore[typeddict-item]
+            template: str | None = scope.get("path_template")
+            counted = False
 
-            async def send_status(message: Message) -> None:
-                nonlocal status
-                if message["type"] == "http.response.start":
-                    status = message["status"]
+            async def counting_send(message: Message) -> None:
+                nonlocal counted
+                if message["type"] == "http.response.start" and not counted:
+                    counted = True
+                    self.request(method, template, message["status"],
+                                 time.perf_counter() - start)
                 await send(message)
 
             try:
-                await app(scope, receive, send_status)
+                await app(scope, receive, counting_send)
             finally:
-                self.request(scope["method"], scope.get("path_template"), status,  # type: ignore[typeddict-item]
-                             time.perf_counter() - start)
+                if not counted:  # ended without an answer: the server answers 500
+                    self.request(method, template, 500, time.perf_counter() - start)
 
         return measure
 
     def render(self, queues: Sequence[models.Stats] | None = None) -> bytes:
         """The Prometheus text exposition: state collectors, every process's events, and
         ``queues`` (``QueueService.all_stats()``) when given."""
-        body = generate_latest(self.registry) + generate_latest(self._events)
+        body = generate_latest(self.registry)
+        if self.enabled:
+            body += generate_latest(self._events)
         if queues is not None:
             body += queue_metrics.render(queues)
         return body
