@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from sqew.backends.base import QueueLimits, QueueRow
+from sqew.backends.base import QueueCounts, QueueLimits, QueueRow
 
 _QUEUE_COLS = ", ".join(QueueRow._fields)
 _LIMITS_COLS = ", ".join(QueueLimits._fields)
@@ -14,6 +14,8 @@ _COUNTERS = frozenset(
 )
 _COUNTER_SQL: dict[tuple[str, ...], str] = {}
 _ALL_COUNTS_SQL: dict[type, str] = {}
+_COUNTS_FROM_ROW = QueueCounts._fields.index("leased")
+"""QueueCounts' first fields are columns of the queue row."""
 
 
 class QueueStatements:
@@ -102,29 +104,28 @@ class QueueStatements:
         )
         return QueueLimits._make(row) if row else None
 
-    def all_counts(self, now: int) -> list[tuple[QueueRow, tuple[int, int, int, int | None]]]:
+    def all_counts(self, now: int) -> list[QueueCounts]:
         # One statement for every queue: the leased and expired counts are seeks per queue
         # (correlated, on ix_messages_leased and ix_messages_expiry); the delayed count and
         # the oldest ready message need the unleased messages, read once per claim index in
         # index order (grouped by queue_id, the index's first column), as ``counts`` does.
         # As CTEs: written as subqueries in FROM, SQLite scanned ix_messages_expiry instead
         # (and read every message's row).
-        rows = self._all(self._all_counts_sql(), {"now": now})
-        n = len(QueueRow._fields)
-        out: list[tuple[QueueRow, tuple[int, int, int, int | None]]] = []
-        for r in rows:
-            leased, expired, delayed_f, oldest_f, delayed_l, oldest_l = r[n:]
-            oldests = [int(o) for o in (oldest_f, oldest_l) if o is not None]
-            out.append((QueueRow._make(r[:n]), (
-                int(leased), int(delayed_f or 0) + int(delayed_l or 0), int(expired),
-                min(oldests) if oldests else None,
+        out: list[QueueCounts] = []
+        for r in self._all(self._all_counts_sql(), {"now": now}):
+            *head, leased, expired, delayed_f, oldest_f, delayed_l, oldest_l = r
+            oldest = oldest_f if oldest_l is None else (
+                oldest_l if oldest_f is None else min(oldest_f, oldest_l))
+            out.append(QueueCounts._make((
+                *head, int(leased), int(delayed_f or 0) + int(delayed_l or 0), int(expired),
+                None if oldest is None else int(oldest),
             )))
         return out
 
     def _all_counts_sql(self) -> str:
         sql = _ALL_COUNTS_SQL.get(type(self))
         if sql is None:
-            cols = ", ".join(f"q.{c}" for c in QueueRow._fields)
+            cols = ", ".join(f"q.{c}" for c in QueueCounts._fields[:_COUNTS_FROM_ROW])
 
             def unleased(lifo: str) -> str:
                 return (

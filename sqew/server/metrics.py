@@ -27,10 +27,9 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, Literal
 
-from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -41,7 +40,10 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
+from prometheus_client.metrics_core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
 
 from sqew import models, queue_metrics
 from sqew.core.writer import WriteObserver
@@ -58,6 +60,7 @@ MAX_QUEUE_LABELS = 10_000
 client naming queue after queue that does not exist) are counted under ``queue=""``."""
 _PARAM_TYPE = re.compile(r"\{(\w+):[^}]*\}")
 UNMATCHED = "unmatched"
+REQUEST_SECONDS = "sqew_http_request_duration_seconds"
 """The ``route`` label of requests that match no route."""
 
 REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
@@ -89,11 +92,10 @@ class Metrics:
         if self.multiprocess_dir:
             MultiProcessCollector(self._events, path=self.multiprocess_dir)  # type: ignore[no-untyped-call]
         self._queue_labels: set[str] = set()
-        self._requests = self.counter(
-            "sqew_http_requests", "HTTP requests answered, by route template and status.",
-            ("method", "route", "status"))
+        # sqew_http_requests_total is derived from this histogram's counts at scrape time
+        # (``_Requests``): one metric to update per request, not two.
         self._request_seconds = self.histogram(
-            "sqew_http_request_duration_seconds",
+            REQUEST_SECONDS,
             "Time from a request's routing to the start of its response (long polls included).",
             ("method", "route", "status"), buckets=REQUEST_BUCKETS)
         self._transaction_seconds = self.histogram(
@@ -112,7 +114,7 @@ class Metrics:
         self._rejected = self.counter(
             "sqew_rejected", "Requests refused, by queue (\"\" for none) and reason: quota, "
             "rate_limit, validation, auth, signature, overload.", ("queue", "reason"))
-        self._request_children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+        self._request_children: dict[tuple[str, str, int], Any] = {}
         self._templates: dict[str, str] = {}
         self.observer: WriteObserver = (
             _TransactionObserver(self._transaction_seconds.observe, self._group_size.observe)
@@ -168,20 +170,16 @@ class Metrics:
     def request(self, method: str, template: str | None, status: int, seconds: float) -> None:
         """Count an answered request (``template``: its route's path template)."""
         key = (method, template or UNMATCHED, status)
-        children = self._request_children.get(key)
-        if children is None:
-            route = self._route(template)
-            children = self._request_children[key] = (
-                self._requests.labels(method, route, str(status)),
-                self._request_seconds.labels(method, route, str(status)),
-            )
-        children[0].inc()
-        children[1].observe(seconds)
+        child = self._request_children.get(key)
+        if child is None:  # labels resolved once per route, method and status
+            child = self._request_children[key] = self._request_seconds.labels(
+                method, self._route(template), str(status))
+        child.observe(seconds)
 
     def unmatched(self, method: str, status: int) -> None:
-        """Count a request that matched no route (``route="unmatched"``; no duration: it
-        never reached the route's middleware)."""
-        self._requests.labels(method, UNMATCHED, str(status)).inc()
+        """Count a request that matched no route (``route="unmatched"``), with a duration of
+        0: it never reached a route's middleware, where durations are measured."""
+        self.request(method, None, status, 0.0)
 
     def _route(self, template: str | None) -> str:
         """The route's path template, parameters without their types (``/queues/{q}``)."""
@@ -215,27 +213,15 @@ class Metrics:
         answer finds it counted (a scrape right after sees it)."""
 
         async def measure(scope: Scope, receive: Receive, send: Send) -> None:
-            if scope["type"] != ScopeType.HTTP:
+            if scope["type"] != "http":  # type: ignore[comparison-overlap]  # str: cheaper
                 await app(scope, receive, send)
                 return
-            start = time.perf_counter()
-            method: str = scope["method"]  # type: ignore[typeddict-item]
-            template: str | None = scope.get("path_template")
-            counted = False
-
-            async def counting_send(message: Message) -> None:
-                nonlocal counted
-                if message["type"] == "http.response.start" and not counted:
-                    counted = True
-                    self.request(method, template, message["status"],
-                                 time.perf_counter() - start)
-                await send(message)
-
+            counting = _CountingSend(self, scope, send)
             try:
-                await app(scope, receive, counting_send)
+                await app(scope, receive, counting)
             finally:
-                if not counted:  # ended without an answer: the server answers 500
-                    self.request(method, template, 500, time.perf_counter() - start)
+                if not counting.counted:  # ended without an answer: the server answers 500
+                    counting.count(500)
 
         return measure
 
@@ -244,10 +230,54 @@ class Metrics:
         ``queues`` (``QueueService.all_stats()``) when given."""
         body = generate_latest(self.registry)
         if self.enabled:
-            body += generate_latest(self._events)
+            body += generate_latest(_Requests(self._events))
         if queues is not None:
             body += queue_metrics.render(queues)
         return body
+
+
+class _CountingSend:
+    """A request's ``send``, counting the request when its response starts. A callable object
+    handing back ``send``'s own awaitable: no coroutine of its own per message."""
+
+    __slots__ = ("_method", "_metrics", "_send", "_start", "_template", "counted")
+
+    def __init__(self, metrics: Metrics, scope: Scope, send: Send) -> None:
+        self._metrics = metrics
+        self._send = send
+        self._method: str = scope["method"]  # type: ignore[typeddict-item]
+        self._template: str | None = scope.get("path_template")
+        self._start = time.perf_counter()
+        self.counted = False
+
+    def __call__(self, message: Message) -> Awaitable[None]:
+        if not self.counted and message["type"] == "http.response.start":
+            self.count(message["status"])
+        return self._send(message)
+
+    def count(self, status: int) -> None:
+        self.counted = True
+        self._metrics.request(self._method, self._template, status,
+                              time.perf_counter() - self._start)
+
+
+class _Requests(Collector):
+    """The events' families, plus ``sqew_http_requests_total``: the request histogram's counts
+    as a counter (by method, route and status), made when scraped."""
+
+    def __init__(self, events: Collector) -> None:
+        self._events = events
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self._events.collect():
+            yield family
+            if family.name == REQUEST_SECONDS:
+                counter = Metric("sqew_http_requests",
+                                 "HTTP requests answered, by route template and status.",
+                                 "counter")
+                counter.samples = [Sample("sqew_http_requests_total", s.labels, s.value)
+                                   for s in family.samples if s.name == REQUEST_SECONDS + "_count"]
+                yield counter
 
 
 class _TransactionObserver(WriteObserver):
