@@ -58,15 +58,13 @@ def handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
 
 
 def _count(request: Request[Any, Any, Any], err: errors.SqewError) -> None:
-    """Count the refusal (and, for a request that matched no route, the request: the metrics
-    middleware runs only on routes)."""
+    """Count the refusal, and the request where the metrics middleware could not."""
     scope = request.scope
     metrics = request.app.state.runtime.metrics
     reason = "auth" if scope["state"].get(REJECTED_BY_AUTH) else REASONS.get(type(err))
     if reason is not None:
         metrics.rejected(scope.get("path_params", {}).get("q"), reason)
-    if "route_handler" not in scope and metrics.enabled:
-        metrics.unmatched(request.method, err.status)
+    metrics.error_answered(scope, err.status)
 
 
 def to_sqew_error(

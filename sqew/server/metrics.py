@@ -61,6 +61,9 @@ client naming queue after queue that does not exist) are counted under ``queue="
 _PARAM_TYPE = re.compile(r"\{(\w+):[^}]*\}")
 UNMATCHED = "unmatched"
 REQUEST_SECONDS = "sqew_http_request_duration_seconds"
+_UNANSWERED = "sqew.metrics.unanswered"
+"""Scope state: a request whose exception went past the metrics middleware, to be counted
+when the exception handler answers it."""
 """The ``route`` label of requests that match no route."""
 
 REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
@@ -176,10 +179,17 @@ class Metrics:
                 method, self._route(template), str(status))
         child.observe(seconds)
 
-    def unmatched(self, method: str, status: int) -> None:
-        """Count a request that matched no route (``route="unmatched"``), with a duration of
-        0: it never reached a route's middleware, where durations are measured."""
-        self.request(method, None, status, 0.0)
+    def error_answered(self, scope: Scope, status: int) -> None:
+        """The app's exception handler answers ``status``: count the request if the
+        middleware could not (an exception raised past it, or a request that matched no
+        route: ``route="unmatched"``, with a duration of 0 as it never reached a route)."""
+        if not self.enabled:
+            return
+        counting: _CountingSend | None = scope["state"].pop(_UNANSWERED, None)
+        if counting is not None:
+            counting.count(status)
+        elif "route_handler" not in scope:
+            self.request(scope["method"], None, status, 0.0)  # type: ignore[typeddict-item]
 
     def _route(self, template: str | None) -> str:
         """The route's path template, parameters without their types (``/queues/{q}``)."""
@@ -219,9 +229,14 @@ class Metrics:
             counting = _CountingSend(self, scope, send)
             try:
                 await app(scope, receive, counting)
-            finally:
-                if not counting.counted:  # ended without an answer: the server answers 500
-                    counting.count(500)
+            except Exception:
+                # Raised past the route's own handlers (the auth middleware's refusals): the
+                # app's exception handler answers with the original send, and counts it.
+                if not counting.counted:
+                    scope["state"][_UNANSWERED] = counting
+                raise
+            if not counting.counted:  # ended without an answer: the server answers 500
+                counting.count(500)
 
         return measure
 

@@ -121,6 +121,11 @@ def test_auth_refusals_are_counted_as_auth(start_server: Start, tmp_path: Any) -
     assert value(samples, "sqew_rejected_total", queue="orders", reason="auth") == 2
     assert value(samples, "sqew_rejected_total", queue="", reason="auth") == 1
     assert labels_of(samples, "sqew_rejected_total", "reason") == {"auth"}
+    # refused before the handler ran, still counted by route and status
+    assert value(samples, "sqew_http_requests_total", method="GET",
+                 route="/queues/{q}/stats", status="401") == 1
+    assert value(samples, "sqew_http_requests_total", method="POST",
+                 route="/queues/{q}/poll", status="403") == 1
 
 
 def test_long_polls_waiting_and_overload(start_server: Start) -> None:
