@@ -17,9 +17,11 @@ Two kinds, rendered together at /metrics (every name is in docs/operations.md):
     and the scrape, whichever worker answers it, sums every process's files.
 
 The API other modules use (with ``rt.metrics``): ``registry.register(collector)`` for state read
-at scrape time; ``counter``/``gauge``/``histogram`` for events (never create prometheus-client
-metrics in ``registry`` directly: with several workers they would show one process only);
-``rejected(queue, reason)``, ``duplicates(queue, n)``, ``long_poll_started/ended``.
+at scrape time that any process reads alike (the database's); ``counter``/``gauge``/``histogram``
+for events and for one process's own state (a gauge's ``multiprocess_mode`` says how workers'
+values combine). Never create prometheus-client metrics in ``registry`` directly: with several
+workers they would show the answering process only. And ``rejected(queue, reason)``,
+``duplicates(queue, n)``, ``long_poll_started/ended``, ``observer`` (the writers' hook).
 """
 
 from __future__ import annotations
@@ -60,11 +62,11 @@ MAX_QUEUE_LABELS = 10_000
 client naming queue after queue that does not exist) are counted under ``queue=""``."""
 _PARAM_TYPE = re.compile(r"\{(\w+):[^}]*\}")
 UNMATCHED = "unmatched"
+"""The ``route`` label of requests that match no route."""
 REQUEST_SECONDS = "sqew_http_request_duration_seconds"
 _UNANSWERED = "sqew.metrics.unanswered"
 """Scope state: a request whose exception went past the metrics middleware, to be counted
 when the exception handler answers it."""
-"""The ``route`` label of requests that match no route."""
 
 REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
                    10.0, 30.0)
