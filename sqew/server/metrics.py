@@ -3,25 +3,26 @@
 Two kinds, rendered together at /metrics (every name is in docs/operations.md):
 
 - **Read at scrape time** (state): the queues' depths and counters, one statement for all
-  queues (``sqew.queue_metrics``), plus any collector another module registers in
-  ``Metrics.registry`` (a ``prometheus_client`` Collector whose ``collect`` reads the state).
-  Read once per scrape by the process that answers it.
-- **Counted by the process** (events): HTTP requests by route template and status, database
-  transactions, group-commit sizes, long polls waiting, duplicates and rejections per queue.
-  Made with ``Metrics.counter``/``gauge``/``histogram`` so they work in both modes:
+  queues (``sqew.queue_metrics``, given to ``render``), plus any Collector another module
+  registers in ``Metrics.registry`` whose ``collect`` reads state any process reads alike (the
+  database's). Read once per scrape, by the process that answers it.
+- **Counted by the process** (events, and a process's own state): HTTP requests by route
+  template and status, database transactions, group-commit sizes, long polls waiting,
+  duplicates and refusals per queue: prometheus-client Counters, Gauges and Histograms in
+  ``Metrics.registry`` (made with ``counter``/``gauge``/``histogram``, or directly with
+  ``registry=metrics.registry``). Right in both modes:
 
-  - one process: they live in this app's own registry;
+  - one process: the registry shows them;
   - ``sqew serve --workers N``: the runner gives every worker one ``PROMETHEUS_MULTIPROC_DIR``
     (prometheus-client's multiprocess mode; the variable must be set before the library is
-    imported, as it is in a spawned worker); each process writes its values to files there
-    and the scrape, whichever worker answers it, sums every process's files.
+    imported, as it is in a spawned worker); each process writes their values to files there,
+    and the scrape, whichever worker answers it, shows every process's files combined (sums;
+    a Gauge's ``multiprocess_mode`` says how: ``livesum``, ``livemax``, …), while the registry
+    leaves them out so that none appears twice.
 
-The API other modules use (with ``rt.metrics``): ``registry.register(collector)`` for state read
-at scrape time that any process reads alike (the database's); ``counter``/``gauge``/``histogram``
-for events and for one process's own state (a gauge's ``multiprocess_mode`` says how workers'
-values combine). Never create prometheus-client metrics in ``registry`` directly: with several
-workers they would show the answering process only. And ``rejected(queue, reason)``,
-``duplicates(queue, n)``, ``long_poll_started/ended``, ``observer`` (the writers' hook).
+The API for other modules (``rt.metrics``): ``registry`` as above; ``counter``, ``gauge``,
+``histogram``; ``rejected(queue, reason)``, ``duplicates(queue, n)``,
+``long_poll_started/ended``; ``observer`` (the writers' hook, ``QueueService(observer=...)``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
+    Summary,
     generate_latest,
     multiprocess,
 )
@@ -87,18 +89,34 @@ class Metrics:
             ``PROMETHEUS_MULTIPROC_DIR`` variable; unset: this process alone).
     """
 
+    _request_seconds: Histogram
+    _transaction_seconds: Histogram
+    _group_size: Histogram
+    _long_polls: Gauge
+    _duplicates: Counter
+    _rejected: Counter
+
     def __init__(self, *, enabled: bool = True, multiprocess_dir: str | None = None) -> None:
         self.enabled = enabled
-        self.registry = CollectorRegistry(auto_describe=True)
-        """State read at scrape time: register Collectors here."""
-        queue_metrics.add_build_info(self.registry)
         self.multiprocess_dir = multiprocess_dir or os.environ.get(MULTIPROC_ENV) or None
-        self._events = CollectorRegistry(auto_describe=True)
-        if self.multiprocess_dir:
-            MultiProcessCollector(self._events, path=self.multiprocess_dir)  # type: ignore[no-untyped-call]
+        self.registry: CollectorRegistry = _Registry(self.multiprocess_dir is not None)
+        """Register collectors here (see the module docstring)."""
+        queue_metrics.add_build_info(self.registry)
+        # Every process's counters, gauges and histograms, from their files (the instruments
+        # of this process are among them: ``_Registry`` leaves them out).
+        self._workers = None if self.multiprocess_dir is None else MultiProcessCollector(
+            None, path=self.multiprocess_dir)  # type: ignore[no-untyped-call]
         self._queue_labels: set[str] = set()
+        self._request_children: dict[tuple[str, str, int], Any] = {}
+        self._templates: dict[str, str] = {}
+        self.observer: WriteObserver = WriteObserver()
+        """What the writers report their transactions to (``QueueService(observer=...)``)."""
+        if enabled:  # off, these do not exist (every use checks ``enabled``)
+            self._instruments()
+
+    def _instruments(self) -> None:
         # sqew_http_requests_total is derived from this histogram's counts at scrape time
-        # (``_Requests``): one metric to update per request, not two.
+        # (``_WithRequests``): one metric to update per request, not two.
         self._request_seconds = self.histogram(
             REQUEST_SECONDS,
             "Time from a request's routing to the start of its response (long polls included).",
@@ -119,37 +137,28 @@ class Metrics:
         self._rejected = self.counter(
             "sqew_rejected", "Requests refused, by queue (\"\" for none) and reason: quota, "
             "rate_limit, validation, auth, signature, overload.", ("queue", "reason"))
-        self._request_children: dict[tuple[str, str, int], Any] = {}
-        self._templates: dict[str, str] = {}
-        self.observer: WriteObserver = (
-            _TransactionObserver(self._transaction_seconds.observe, self._group_size.observe)
-            if enabled else WriteObserver()
-        )
+        self.observer = _TransactionObserver(self._transaction_seconds.observe,
+                                             self._group_size.observe)
 
     # --- making metrics -------------------------------------------------------------------------
     def counter(self, name: str, documentation: str, labels: Sequence[str] = ()) -> Counter:
         """A counter of events in this process, summed over workers (``name`` without
         ``_total``: prometheus-client adds it)."""
-        return Counter(name, documentation, labels, registry=self._event_registry())
+        return Counter(name, documentation, labels, registry=self.registry)
 
     def gauge(self, name: str, documentation: str, labels: Sequence[str] = (), *,
               multiprocess_mode: GaugeMode = "livesum") -> Gauge:
         """A gauge set by this process; with several workers ``multiprocess_mode`` says how
         their values combine (``livesum``: the sum over running workers; ``max``, ``all``
         with a ``pid`` label, …: prometheus-client's modes)."""
-        return Gauge(name, documentation, labels, registry=self._event_registry(),
+        return Gauge(name, documentation, labels, registry=self.registry,
                      multiprocess_mode=multiprocess_mode)
 
     def histogram(self, name: str, documentation: str, labels: Sequence[str] = (), *,
                   buckets: Sequence[float] = Histogram.DEFAULT_BUCKETS) -> Histogram:
         """A histogram of observations in this process, summed over workers."""
-        return Histogram(name, documentation, labels, registry=self._event_registry(),
+        return Histogram(name, documentation, labels, registry=self.registry,
                          buckets=buckets)
-
-    def _event_registry(self) -> CollectorRegistry | None:
-        # In multiprocess mode the values go to files, which MultiProcessCollector reads: a
-        # metric registered as well would be shown twice.
-        return None if self.multiprocess_dir else self._events
 
     # --- counting -------------------------------------------------------------------------------
     def rejected(self, queue: str | None, reason: Reason) -> None:
@@ -245,9 +254,7 @@ class Metrics:
     def render(self, queues: Sequence[models.Stats] | None = None) -> bytes:
         """The Prometheus text exposition: state collectors, every process's events, and
         ``queues`` (``QueueService.all_stats()``) when given."""
-        body = generate_latest(self.registry)
-        if self.enabled:
-            body += generate_latest(_Requests(self._events))
+        body = generate_latest(_WithRequests(self.registry, self._workers))
         if queues is not None:
             body += queue_metrics.render(queues)
         return body
@@ -278,23 +285,57 @@ class _CountingSend:
                               time.perf_counter() - self._start)
 
 
-class _Requests(Collector):
-    """The events' families, plus ``sqew_http_requests_total``: the request histogram's counts
-    as a counter (by method, route and status), made when scraped."""
+class _Registry(CollectorRegistry):
+    """``Metrics.registry``: a CollectorRegistry that, with several workers, leaves out the
+    counters, gauges, histograms and summaries registered in it. Their values are in the
+    workers' files then, shown summed by the ``MultiProcessCollector``; shown here as well,
+    they would appear twice, once with this process's values alone."""
 
-    def __init__(self, events: Collector) -> None:
-        self._events = events
+    def __init__(self, multiprocess: bool) -> None:
+        super().__init__(auto_describe=True)
+        self._multiprocess = multiprocess
+        self._order: list[Collector] = []
+
+    def register(self, collector: Collector) -> None:
+        super().register(collector)
+        self._order.append(collector)
+
+    def unregister(self, collector: Collector) -> None:
+        super().unregister(collector)
+        self._order.remove(collector)
 
     def collect(self) -> Iterator[Metric]:
-        for family in self._events.collect():
-            yield family
-            if family.name == REQUEST_SECONDS:
-                counter = Metric("sqew_http_requests",
-                                 "HTTP requests answered, by route template and status.",
-                                 "counter")
-                counter.samples = [Sample("sqew_http_requests_total", s.labels, s.value)
-                                   for s in family.samples if s.name == REQUEST_SECONDS + "_count"]
-                yield counter
+        for collector in list(self._order):
+            if self._multiprocess and isinstance(collector, _IN_FILES):
+                continue
+            yield from collector.collect()
+
+
+_IN_FILES = (Counter, Gauge, Histogram, Summary)
+"""The metric kinds prometheus-client's multiprocess mode keeps in files."""
+
+
+class _WithRequests(Collector):
+    """What /metrics shows of ``Metrics``: its registry, every worker's files, and
+    ``sqew_http_requests_total``, the request histogram's counts as a counter (by method,
+    route and status), made when scraped."""
+
+    def __init__(self, *sources: Collector | None) -> None:
+        self._sources = [s for s in sources if s is not None]
+
+    def collect(self) -> Iterator[Metric]:
+        for source in self._sources:
+            for family in source.collect():
+                yield family
+                if family.name == REQUEST_SECONDS:
+                    counter = Metric("sqew_http_requests",
+                                     "HTTP requests answered, by route template and status.",
+                                     "counter")
+                    counter.samples = [
+                        Sample("sqew_http_requests_total", s.labels, s.value)
+                        for s in family.samples if s.name == REQUEST_SECONDS + "_count"
+                    ]
+                    yield counter
 
 
 class _TransactionObserver(WriteObserver):
