@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
@@ -30,7 +31,7 @@ from sqew import errors
 from sqew.backends.base import Backend, Tx, Waiter, WriteSession
 from sqew.backends.errors import translate
 from sqew.core.clock import Clock
-from sqew.core.writer import Offload, Op, Outcome, Writer
+from sqew.core.writer import NO_OBSERVER, Offload, Op, Outcome, WriteObserver, Writer
 
 R = TypeVar("R")
 T = TypeVar("T")
@@ -60,16 +61,19 @@ class GroupWriter(Writer):
         waiter: told which queues a group's committed operations changed.
         offload: runs blocking steps (waits; every statement if the backend's may not run
             on the loop).
+        observer: told each transaction's duration and operation count (metrics).
     """
 
     def __init__(
-        self, backend: Backend, clock: Clock, waiter: Waiter, offload: Offload[Any]
+        self, backend: Backend, clock: Clock, waiter: Waiter, offload: Offload[Any],
+        observer: WriteObserver = NO_OBSERVER,
     ) -> None:
         self._session: WriteSession = backend.write_session()
         self._on_loop = backend.statements_on_loop
         self._clock = clock
         self._waiter = waiter
         self._offload = offload
+        self._observer = observer
         self._loop = asyncio.get_running_loop()
         self._pending: list[Item] = []
         self._drain: asyncio.Task[None] | None = None
@@ -117,6 +121,14 @@ class GroupWriter(Writer):
         group = _live(group)
         if not group:
             return
+        start = time.perf_counter()
+        try:
+            await self._transaction(group)
+        finally:
+            self._observer.transaction(time.perf_counter() - start)
+            self._observer.group(len(group))
+
+    async def _transaction(self, group: list[Item]) -> None:
         try:
             await self._session.begin(self._offload)
         except Exception as exc:

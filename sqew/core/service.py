@@ -38,7 +38,15 @@ from sqew.core import (
     waiting,
 )
 from sqew.core.clock import Clock, system_clock
-from sqew.core.writer import DirectWriter, Offload, Op, Writer, inline
+from sqew.core.writer import (
+    NO_OBSERVER,
+    DirectWriter,
+    Offload,
+    Op,
+    WriteObserver,
+    Writer,
+    inline,
+)
 
 log = logging.getLogger("sqew.service")
 T = TypeVar("T")
@@ -64,6 +72,7 @@ class QueueService:
         group_commit: run writes in shared transactions on the running event loop (a
             server's; build the service on it) instead of one transaction per call.
         offload: runs blocking reads and long writes (a server: its thread pool).
+        observer: told about each write transaction (a server's metrics).
     """
 
     def __init__(
@@ -75,18 +84,19 @@ class QueueService:
         rng: random.Random | None = None,
         group_commit: bool = False,
         offload: Offload[Any] = inline,
+        observer: WriteObserver = NO_OBSERVER,
     ) -> None:
         self.backend = backend
         self.clock = clock
         self.waiter = backend.waiter()
         self._rng = rng or random.Random()
         self._offload = offload
-        self._direct = DirectWriter(backend, clock, self.waiter)
+        self._direct = DirectWriter(backend, clock, self.waiter, observer)
         self._writer: Writer = self._direct
         if group_commit:
             from sqew.core.group_commit import GroupWriter
 
-            self._writer = GroupWriter(backend, clock, self.waiter, offload)
+            self._writer = GroupWriter(backend, clock, self.waiter, offload, observer)
         self._reaps = maintenance.ReapSchedule(reap_interval_ms)
 
     # --- running --------------------------------------------------------------------------------
@@ -206,6 +216,11 @@ class QueueService:
         return await self._read(
             lambda tx, now: admin.stats(tx, delivering.queue_row(tx, queue), now)
         )
+
+    async def all_stats(self) -> list[models.Stats]:
+        """The stats of every queue, DLQs included, by name: one statement, however many
+        queues (what a metrics scrape reads)."""
+        return await self._read(lambda tx, now: admin.all_stats(tx, now))
 
     async def peek(self, queue: str, limit: int = 10) -> list[models.Message]:
         """The next ready messages in delivery order, without leasing them."""

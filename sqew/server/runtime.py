@@ -55,7 +55,7 @@ class Runtime:
         self._pool: ThreadPoolExecutor | None = None
         self._reaper: asyncio.Task[None] | None = None
         self.draining = False
-        self.metrics = Metrics()
+        self.metrics = Metrics(enabled=settings.metrics)
         self.waiting_polls = 0  # long polls (wait_ms > 0) in progress (max_waiting_polls)
         self.auth = Authenticator(self)
 
@@ -77,6 +77,7 @@ class Runtime:
             self._service = QueueService(
                 backend, clock=self.clock, reap_interval_ms=s.reap_interval_ms,
                 group_commit=s.group_commit, offload=self.offload, rng=self._rng,
+                observer=self.metrics.observer,
             )
         except BaseException:
             backend.close()
@@ -105,6 +106,7 @@ class Runtime:
             await asyncio.get_running_loop().run_in_executor(None, self._pool.shutdown)
         if self._service is not None:
             self._service.close()
+        self.metrics.close()
 
     async def _reap_forever(self) -> None:
         """Remove expired messages and end last leases even when nobody polls."""
