@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import math
-import secrets
 from typing import Any
 
 import msgspec
@@ -25,7 +24,7 @@ from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 
 from sqew import errors
 from sqew.core import rules
-from sqew.server.access import request_id_of
+from sqew.server.access import new_request_id, request_id_of
 from sqew.server.auth import CHALLENGE
 
 log = logging.getLogger("sqew.server")
@@ -133,7 +132,7 @@ def _internal(
     request_id = request_id_of(request.scope)
     headers = {}
     if request_id is None:  # an app without its request ids (``access.install``)
-        request_id = secrets.token_hex(8)
+        request_id = new_request_id()
         headers["x-request-id"] = request_id
     route = request.scope.get("path_template") or None
     log.error("unhandled %s in %s %s", type(exc).__name__, request.method, route or "-",
