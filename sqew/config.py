@@ -1,33 +1,33 @@
 """Server settings: defaults ← TOML file ← ``SQEW_*`` environment ← command-line flags.
 
 ``Settings`` is frozen and passed in (``create_app(settings)``, ``run(settings)``); nothing reads
-the environment behind the caller's back. ``Settings.load`` does the layering once, at the edge.
-Each setting ``x`` has the environment variable ``SQEW_X`` and the TOML key ``x`` (or ``x`` with
-dashes); ``SQEW_CONFIG`` names a TOML file when no ``--config`` is given.
+the environment behind the caller's back. ``Settings.load`` does the layering once, at the edge
+(``sqew.config_layers``). Each setting ``x`` has the environment variable ``SQEW_X``, the TOML key
+``x`` (or ``x`` with dashes) and the ``sqew serve`` option ``--x`` (with dashes), all generated
+from the field (``sqew.config_fields``): a new field needs its type, default and an entry in the
+``Attributes:`` section below, nothing else. ``SQEW_CONFIG`` names a TOML file when no
+``--config`` is given.
 """
 
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import Meta
 
-from sqew import errors, jsonlimits
+from sqew import jsonlimits
 
 ENV_PREFIX = "SQEW_"
 CONFIG_ENV = "SQEW_CONFIG"
-_TRUE = {"yes", "on"}
-_FALSE = {"no", "off", ""}
 
 Port = Annotated[int, Meta(ge=0, le=65535)]
 Positive = Annotated[int, Meta(ge=1)]
 PositiveSeconds = Annotated[float, Meta(gt=0)]
 LogLevel = Literal["critical", "error", "warning", "info", "debug"]
+LogFormat = Literal["auto", "json", "text"]
 
 
 class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -50,7 +50,10 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
         graceful_timeout_s: how long in-flight requests may run after SIGINT/SIGTERM.
         reap_interval_ms: how often expired messages are removed.
         log_level: server log level.
-        access_log: log every request.
+        log_format: ``json`` (one JSON object per line), ``text`` (for people), or ``auto``:
+            text when stderr is a terminal, JSON otherwise. Logs go to stderr.
+        access_log: log one line per request (at info level on the ``sqew.access`` logger:
+            method, route, status, duration, queue, request id, key id).
         trace_sql: log every SQL statement at debug level on the ``sqew.sql`` logger.
         header_timeout_s: a connection must complete a request's headers within this many
             seconds of opening or of the end of the previous response, however it trickles
@@ -97,6 +100,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     graceful_timeout_s: Annotated[float, Meta(ge=0)] = 10.0
     reap_interval_ms: Positive = 1000
     log_level: LogLevel = "info"
+    log_format: LogFormat = "auto"
     access_log: bool = False
     trace_sql: bool = False
     # Limits against slow and idle clients (sqew.server.protocols) and long polls.
@@ -135,68 +139,45 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
         Raises:
             sqew.errors.ValidationError: an unknown key, a bad value or an unreadable file.
         """
-        env = os.environ if env is None else env
-        path = config if config is not None else env.get(CONFIG_ENV) or None
-        values: dict[str, Any] = {}
-        if path is not None:
-            values.update(_read_toml(Path(path)))
-        values.update(_from_env(env))
-        values.update({k: v for k, v in flags.items() if v is not None})
-        return cls.from_mapping(values, source=str(path) if path else "settings")
+        from sqew import config_layers
+
+        return config_layers.resolve(config, env=env, flags=flags).settings
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], *, source: str = "settings") -> Settings:
-        """Validate settings given as a mapping (strings are converted: ``"8888"`` → 8888)."""
-        fixed = {k: _bool_word(v) if k in _BOOLS else v for k, v in values.items()}
-        try:
-            return msgspec.convert(fixed, cls, strict=False)
-        except msgspec.ValidationError as exc:
-            raise errors.ValidationError(f"invalid {source}: {exc}") from None
+        """Validate settings given as a mapping (strings are read as variables are: ``"8888"``
+        → 8888, ``"yes"`` → True).
+
+        Raises:
+            sqew.config_layers.SettingsError: every bad or unknown value (a ValidationError).
+        """
+        from sqew import config_layers
+        from sqew.config_fields import BY_NAME
+
+        problems: list[config_layers.Problem] = []
+        checked: dict[str, Any] = {}
+        for name, value in values.items():
+            where = f"{source}:{name}"
+            if name not in BY_NAME:
+                problems.append(config_layers.Problem(where, "unknown setting"))
+                continue
+            try:
+                checked[name] = config_layers.check(BY_NAME[name], value,
+                                                    text=isinstance(value, str))
+            except ValueError as exc:
+                problems.append(config_layers.Problem(where, str(exc)))
+        if problems:
+            raise config_layers.SettingsError(problems)
+        return msgspec.convert(checked, cls)
 
     def to_env(self) -> dict[str, str]:
         """These settings as ``SQEW_*`` variables (how worker processes receive them)."""
+        from sqew.config_fields import text
+
         out: dict[str, str] = {}
         for name in self.__struct_fields__:
             value = getattr(self, name)
             if value is None:  # not set: no variable (an empty one would be a value)
                 continue
-            out[ENV_PREFIX + name.upper()] = str(value).lower() if isinstance(value, bool) else (
-                str(value)
-            )
+            out[ENV_PREFIX + name.upper()] = text(value)
         return out
-
-
-_BOOLS = {name for name, t in Settings.__annotations__.items() if t == "bool"}
-
-
-def _bool_word(value: Any) -> Any:
-    if isinstance(value, str):
-        word = value.strip().lower()
-        if word in _TRUE:
-            return True
-        if word in _FALSE:
-            return False
-    return value
-
-
-def _from_env(env: Mapping[str, str]) -> dict[str, str]:
-    """``SQEW_<FIELD>`` variables of known fields (others, like SQEW_URL, belong to the CLI)."""
-    out: dict[str, str] = {}
-    for name in Settings.__struct_fields__:
-        value = env.get(ENV_PREFIX + name.upper())
-        if value is not None:
-            out[name] = value
-    return out
-
-
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as f:
-            data = tomllib.load(f)
-    except OSError as exc:
-        raise errors.ValidationError(
-            f"cannot read config file '{path}': {exc.strerror or exc}"
-        ) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise errors.ValidationError(f"config file '{path}' is not valid TOML: {exc}") from None
-    return {key.replace("-", "_"): value for key, value in data.items()}

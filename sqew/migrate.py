@@ -7,6 +7,7 @@ works after ``pip install``; an editable install reads them from the source tree
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from alembic import command
@@ -15,6 +16,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, create_engine, pool
 
+log = logging.getLogger("sqew.migrate")
 _PACKAGE = Path(__file__).resolve().parent
 _CANDIDATES = (
     _PACKAGE / "_alembic",  # an installed wheel
@@ -67,9 +69,16 @@ def current(connection: Connection) -> str | None:
 
 
 def upgrade(connection: Connection) -> None:
-    """Apply every pending revision on ``connection`` and commit."""
+    """Apply every pending revision on ``connection`` and commit; log what changed (event
+    ``migrations_applied`` on ``sqew.migrate``)."""
+    before = current(connection)
     command.upgrade(alembic_config(connection), "head")
     connection.commit()
+    after = current(connection)
+    if after != before:
+        log.info("migrations applied: schema %s -> %s", before or "(new database)", after,
+                 extra={"event": "migrations_applied", "from_revision": before,
+                        "to_revision": after})
 
 
 def upgrade_file(path: str | Path) -> None:

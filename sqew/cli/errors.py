@@ -25,8 +25,16 @@ def error_line(exc: errors.SqewError) -> str:
 
 
 def report(exc: errors.SqewError) -> int:
-    """Print ``exc`` as SPEC's error line on stderr; returns the exit status (1)."""
-    sys.stderr.write(error_line(exc) + "\n")
+    """Print ``exc`` as SPEC's error line on stderr; returns the exit status (1).
+
+    Problems in the server settings are one block: the error line, then one indented line
+    per problem (``sqew.config_layers.SettingsError``).
+    """
+    from sqew.config_layers import SettingsError
+
+    text = f"error: {exc.code}: {exc.message}" if isinstance(exc, SettingsError) else (
+        error_line(exc))
+    sys.stderr.write(text + "\n")
     sys.stderr.flush()
     return EXIT_FAILED
 

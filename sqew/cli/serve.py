@@ -7,76 +7,60 @@ inside ``serve``, so the other commands (and ``--help``) never load it.
 from __future__ import annotations
 
 import os
-from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from sqew import errors, locations
-from sqew.cli import output, params
+from sqew.cli import output, params, serve_config
 from sqew.cli.state import current
 
 
-class Durability(StrEnum):
-    """SQLite synchronous level."""
-
-    normal = "normal"
-    full = "full"
-
-
+@serve_config.with_setting_options
 def serve(
     ctx: typer.Context,
-    host: Annotated[str | None, typer.Option(
-        "--host", metavar="HOST", help="Interface to listen on. [default: 127.0.0.1]")] = None,
-    port: Annotated[int | None, typer.Option(
-        "--port", metavar="PORT", help="TCP port; 0 picks a free one. [default: 8888]")] = None,
-    db: Annotated[str | None, typer.Option(
-        "--db", metavar="PATH", help="Database file or URL. [default: ./sqew.db]")] = None,
-    workers: Annotated[int | None, typer.Option(
-        "--workers", metavar="N", help="Server processes sharing the database. [default: 1]",
-    )] = None,
     config: Annotated[Path | None, typer.Option(
-        "--config", metavar="FILE", help="TOML file of settings (env SQEW_CONFIG).")] = None,
-    durability: Annotated[Durability | None, typer.Option(
-        "--durability", help="normal: safe if the process crashes; full: also on power loss. "
-        "[default: normal]")] = None,
-    tls_cert: Annotated[str | None, typer.Option(
-        "--tls-cert", metavar="FILE",
-        help="Serve HTTPS with this PEM certificate (chain); needs --tls-key.")] = None,
-    tls_key: Annotated[str | None, typer.Option(
-        "--tls-key", metavar="FILE", help="The PEM private key of --tls-cert.")] = None,
-    insecure: Annotated[bool, typer.Option(
-        "--insecure", help="Serve beyond loopback (--host) with no API key: open to anyone who "
-        "can reach it. Without it, sqew serve refuses to; mint a key instead (sqew keys create "
-        "--scope admin).")] = False,
+        "--config", metavar="FILE", help="TOML file of settings (env SQEW_CONFIG), one per line "
+        "by name: `port = 8888`, `log_format = \"json\"`.",
+    )] = None,
+    print_config: Annotated[bool, typer.Option(
+        "--print-config", help="Print the effective settings and where each came from "
+        "(default, the file, a variable, an option), then exit without serving; with --json "
+        "as JSON.")] = False,
+    **settings: Any,
 ) -> None:
     """Serve the REST API until Ctrl-C or SIGTERM (in-flight requests finish first).
 
-    Settings come from defaults, then a --config TOML file, then SQEW_* variables (SQEW_HOST,
-    SQEW_PORT, SQEW_DB, SQEW_WORKERS, SQEW_DURABILITY, ...), then these options.
-    With --tls-cert and --tls-key (SQEW_TLS_CERT, SQEW_TLS_KEY) it serves HTTPS.
+    Every setting comes from its default, a --config TOML file (or SQEW_CONFIG),
+    a SQEW_* variable or its option below, the later winning. All problems are
+    reported at once and nothing starts: exit 1 (2 for an option value of the
+    wrong type). --print-config shows the result and where each value came from.
+    Logs go to stderr (--log-format, --log-level, --access-log); the line
+    "sqew serving on URL" to stdout once the socket listens.
 
     Example:
 
-        sqew serve --db ./sqew.db --host 127.0.0.1 --port 8888
+        sqew serve --db ./sqew.db --port 8888 --log-format json --access-log
     """
-    from sqew.config import Settings
-    from sqew.server import runner
+    from sqew import config_layers
 
-    db = db or _root_db(ctx)
+    flags = serve_config.given(settings)
+    db = flags.get("db") or _root_db(ctx)
     if db:
-        params.check_database(db)
-    settings = Settings.load(
-        config, host=host, port=port, db=db, workers=workers,
-        durability=durability.value if durability else None, tls_cert=tls_cert, tls_key=tls_key,
-        insecure=insecure or None,
-    )
-    if (settings.tls_cert is None) != (settings.tls_key is None):
+        flags["db"] = params.check_database(db)
+    resolved = config_layers.resolve(config, flags=flags)
+    if print_config:
+        serve_config.print_config(resolved, current(ctx).json)
+        return
+    settings_ = resolved.settings
+    if (settings_.tls_cert is None) != (settings_.tls_key is None):
         raise typer.BadParameter("give both --tls-cert and --tls-key (or SQEW_TLS_CERT and "
                                  "SQEW_TLS_KEY), or neither",
                                  param_hint="'--tls-cert' / '--tls-key'")
-    runner.run(settings)
+    from sqew.server import runner
+
+    runner.run(settings_, config_file=resolved.config_file)
 
 
 def _root_db(ctx: typer.Context) -> str | None:

@@ -28,7 +28,7 @@ from litestar.utils.scope.state import ScopeState
 from sqew import errors
 from sqew.config import Settings
 from sqew.core.clock import Clock, system_clock
-from sqew.server import auth, openapi
+from sqew.server import access, auth, openapi
 from sqew.server import errors as server_errors
 from sqew.server.routes import dlq, keys, messages, ops, queues
 from sqew.server.runtime import Runtime
@@ -64,7 +64,7 @@ def create_app(
             restore.pop()()
         await rt.shutdown()
 
-    return Litestar(
+    app = Litestar(
         route_handlers=ROUTES,
         on_startup=[startup],
         on_shutdown=[shutdown],
@@ -80,6 +80,8 @@ def create_app(
         logging_config=None,
         debug=False,
     )
+    access.install(app, access_log=settings.access_log)
+    return app
 
 
 def answer_cancelled(app: ASGIApp) -> ASGIApp:

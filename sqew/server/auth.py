@@ -15,7 +15,8 @@ setting ``require_auth``.
 **How.** The middleware (``middleware``) runs after routing, before the handler reads anything:
 ``Authorization: Bearer <key>``; missing, malformed, wrong or revoked → 401 ``Unauthorized``
 (with ``WWW-Authenticate: Bearer``), wrong scope or queue → 403 ``Forbidden``. The principal of
-an accepted key is left in the request's scope state (``principal_of``) for handlers and logs.
+a key is left in the request's scope state (``principal_of``) for handlers and the access log
+(which names the key of a 403 too: the state is set before the scope is checked).
 It is an ASGI middleware and not a Litestar guard because Litestar copies the route handler for
 every guard call (7 µs per request here, the price of a whole statement of an enqueue). Who the
 key is, without paying argon2 per request, is ``sqew.server.authenticator``'s job; failed
@@ -88,6 +89,7 @@ def middleware(auth: Authenticator) -> Callable[[ASGIApp], ASGIApp]:
                         raise
                     if principal is not None:
                         scope["state"][PRINCIPAL] = principal
+                        authorize(principal, need, scope["path_params"].get("q"))
             await app(scope, receive, send)
 
         return enforce

@@ -2,14 +2,14 @@
 
 ``{"error": {"code", "message", "details"?}}`` for sqew's own errors, for what Litestar raises
 (unknown path, wrong method, bad query parameter, body over the limit) and for anything
-unexpected, which is logged in full with a request id and answered with that id only.
+unexpected, which is logged in full (event ``error``, with its traceback) under the request's
+id (``sqew.server.access``) and answered with that id only.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import uuid
 from typing import Any
 
 import msgspec
@@ -24,6 +24,7 @@ from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 
 from sqew import errors
 from sqew.core import rules
+from sqew.server.access import new_request_id, request_id_of
 from sqew.server.auth import CHALLENGE, REJECTED_BY_AUTH
 from sqew.server.metrics import Reason
 
@@ -152,10 +153,15 @@ def _integer_bounds(request: Request[Any, Any, Any]) -> dict[str, tuple[int, int
 def _internal(
     request: Request[Any, Any, Any], exc: Exception
 ) -> tuple[errors.SqewError, dict[str, str]]:
-    request_id = uuid.uuid4().hex[:16]
-    log.error("request %s failed: %s %s", request_id, request.method, request.url.path,
-              exc_info=exc)
-    return errors.InternalError(f"internal error (request id {request_id})"), {
-        "x-request-id": request_id
-    }
-
+    request_id = request_id_of(request.scope)
+    headers = {}
+    if request_id is None:  # an app without its request ids (``access.install``)
+        request_id = new_request_id()
+        headers["x-request-id"] = request_id
+    route = request.scope.get("path_template") or None
+    log.error("unhandled %s in %s %s", type(exc).__name__, request.method, route or "-",
+              exc_info=exc, extra={
+                  "event": "error", "method": request.method, "route": route,
+                  "queue": (request.scope.get("path_params") or {}).get("q"),
+                  "request_id": request_id})
+    return errors.InternalError(f"internal error (request id {request_id})"), headers

@@ -16,10 +16,10 @@ most of them and a second worker added little.
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import gc
 import logging
+import logging.config
 import math
 import os
 import shutil
@@ -36,10 +36,10 @@ from litestar import Litestar
 from prometheus_client.multiprocess import mark_process_dead
 from uvicorn.supervisors import Multiprocess
 
-from sqew import errors
+from sqew import __version__, errors
 from sqew.backends import open_backend
-from sqew.config import Settings
-from sqew.server import protocols
+from sqew.config import CONFIG_ENV, Settings
+from sqew.server import logs, protocols
 from sqew.server.app import app_from_env, create_app
 from sqew.server.metrics import MULTIPROC_ENV
 from sqew.server.preflight import (
@@ -72,46 +72,48 @@ class _Server(uvicorn.Server):
             captured.clear()
 
 
-def run(settings: Settings, *, announce: Callable[[str], None] | None = None) -> None:
+def run(settings: Settings, *, announce: Callable[[str], None] | None = None,
+        config_file: str | None = None) -> None:
     """Serve the REST API until SIGINT/SIGTERM.
+
+    Logging is set up first (``sqew.server.logs``); the records of the start (events
+    ``start``, ``migrations_applied``) are written once the socket is bound, and dropped if
+    the server refuses to start, whose reason is then the caller's one ``error:`` line.
 
     Args:
         settings: what to serve and how.
         announce: called with the ``sqew serving on …`` line once the socket listens
             (default: print it on stdout).
+        config_file: the TOML file the settings were read from, for the log.
 
     Raises:
         sqew.errors.Unavailable: the database cannot be opened or the address is in use.
         sqew.errors.ValidationError: the TLS certificate or key cannot be used.
         sqew.errors.Forbidden: a host beyond loopback with no key to enforce (``check_exposure``).
     """
-    check_tls(settings)  # before anything else: a bad file is a clear error, not a traceback
-    # Open (creating or upgrading the schema) before binding: a bad database fails clearly.
-    backend = open_backend(settings.db, durability=settings.durability, upgrade=True)
-    try:
-        with backend.read() as tx:
-            keyed = tx.any_key()
-    finally:
-        backend.close()
-    open_to_all = check_exposure(settings, keyed)
-    raise_fd_limit()  # before the workers start: they inherit it
-    many = settings.workers > 1
-    if many and BALANCED:
-        sockets = bind_group(settings.host, settings.port, settings.workers)
-    else:
-        sockets = [bind(settings.host, settings.port)]
+    log_config = logs.config(settings, root=True)
+    logging.config.dictConfig(log_config)
+    with logs.held() as release:
+        db = describe_db(settings.db)
+        log.info("starting sqew %s on %s", __version__, db, extra={
+            "event": "start", "version": __version__, "db": db, "workers": settings.workers,
+            "config_file": config_file})
+        sockets, open_to_all = _prepare(settings)
+        release()
     port = sockets[0].getsockname()[1]
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
     scheme = "https" if settings.tls_cert else "http"
-    line = f"sqew serving on {scheme}://{host}:{port} (db: {describe_db(settings.db)})"
-    (announce or _print)(line)  # every socket listens: connections wait for their worker
-    config = uvicorn_config(settings)  # (sets up logging)
+    address = f"{scheme}://{host}:{port}"
+    (announce or _print)(f"sqew serving on {address} (db: {db})")  # every socket listens
+    log.info("listening on %s", address, extra={"event": "listening", "address": address})
+    config = uvicorn_config(settings, log_config=log_config)
     if open_to_all:
         log.warning("serving on %s with no API key and require_auth off (--insecure): anyone "
                     "who can reach it can use every queue", settings.host)
     try:
-        if many:
+        if settings.workers > 1:
             os.environ.update(settings.to_env())  # the worker processes build their settings
+            os.environ.pop(CONFIG_ENV, None)  # from those variables alone
             with metrics_dir() as shared:
                 supervisor = (_Supervisor(config, sockets, settings.host, port, shared)
                               if BALANCED else Multiprocess(config, sockets=sockets))
@@ -123,6 +125,28 @@ def run(settings: Settings, *, announce: Callable[[str], None] | None = None) ->
     finally:
         for sock in sockets:
             sock.close()
+        log.info("stopped", extra={"event": "stop"})
+
+
+def _prepare(settings: Settings) -> tuple[list[socket.socket], bool]:
+    """Check everything, open (creating or upgrading) the database, bind.
+
+    Returns:
+        The listening sockets, and whether the server is open to all (``check_exposure``).
+    """
+    check_tls(settings)  # before anything else: a bad file is a clear error, not a traceback
+    # Open (creating or upgrading the schema) before binding: a bad database fails clearly.
+    backend = open_backend(settings.db, durability=settings.durability, upgrade=True)
+    try:
+        with backend.read() as tx:
+            keyed = tx.any_key()
+    finally:
+        backend.close()
+    open_to_all = check_exposure(settings, keyed)
+    raise_fd_limit()  # before the workers start: they inherit it
+    if settings.workers > 1 and BALANCED:
+        return bind_group(settings.host, settings.port, settings.workers), open_to_all
+    return [bind(settings.host, settings.port)], open_to_all
 
 
 @contextlib.contextmanager
@@ -214,11 +238,14 @@ class _Supervisor(Multiprocess):
                         mark_process_dead(pid, self._metrics)  # type: ignore[no-untyped-call]
 
 
-def uvicorn_config(settings: Settings, app: Litestar | None = None) -> uvicorn.Config:
+def uvicorn_config(settings: Settings, app: Litestar | None = None, *,
+                   log_config: dict[str, Any] | None = None) -> uvicorn.Config:
     """The uvicorn configuration for ``settings`` (an app object, or the env factory).
 
     The app (``app`` or one built for ``settings``) is prepared for serving (``serving``).
     The connection limit is kept below the process's file-descriptor limit (``fd_limit``).
+    uvicorn applies ``log_config`` (default: ``logs.config(settings)``) at once and in each
+    worker process; its own access log is off (``sqew.server.access`` logs requests).
     """
     many = settings.workers > 1
     target: Litestar | str = FACTORY if many else serving(app or create_app(settings))
@@ -238,9 +265,9 @@ def uvicorn_config(settings: Settings, app: Litestar | None = None) -> uvicorn.C
         workers=settings.workers,
         lifespan="on",
         timeout_graceful_shutdown=int(settings.graceful_timeout_s),
-        log_level=settings.log_level,
-        log_config=log_config(settings.log_level),
-        access_log=settings.access_log,
+        log_level=None,  # the levels are in log_config
+        log_config=log_config or logs.config(settings),
+        access_log=False,
         proxy_headers=False,
         server_header=False,
         timeout_keep_alive=math.ceil(settings.keep_alive_timeout_s),  # enforced by the protocol
@@ -324,14 +351,6 @@ class GcTuning:
 
 GC_TUNING = GcTuning()
 """The process's one ``GcTuning`` (the collector is per process)."""
-
-
-def log_config(level: str) -> dict[str, Any]:
-    """uvicorn's logging setup, plus sqew's own logger (errors with request ids) on stderr."""
-    cfg: dict[str, Any] = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
-    cfg["loggers"]["sqew"] = {"handlers": ["default"], "level": level.upper(),
-                              "propagate": False}
-    return cfg
 
 
 def bind(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:

@@ -14,6 +14,7 @@ import contextlib
 import contextvars
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -85,9 +86,13 @@ class Runtime:
         if self._reaper_timer:
             self._reaper = asyncio.get_running_loop().create_task(self._reap_forever())
         self.auth.start()
+        log.info("ready: database open, serving requests", extra={"event": "ready"})
 
     def begin_shutdown(self) -> None:
         """Stop waiting: every long poll returns what it has now (called on SIGINT/SIGTERM)."""
+        if not self.draining and self._service is not None:
+            log.info("shutdown begun: long polls end, running requests finish",
+                     extra={"event": "shutdown_begun"})
         self.draining = True
         if self._service is not None:
             self._service.waiter.close()
@@ -106,17 +111,28 @@ class Runtime:
             await asyncio.get_running_loop().run_in_executor(None, self._pool.shutdown)
         if self._service is not None:
             self._service.close()
+            log.info("shutdown finished: database closed", extra={"event": "shutdown_finished"})
         self.metrics.close()
 
     async def _reap_forever(self) -> None:
-        """Remove expired messages and end last leases even when nobody polls."""
+        """Remove expired messages and end last leases even when nobody polls.
+
+        Each run is logged (event ``reap``): at info level when it removed something, else
+        at debug level (a run every second that finds nothing is no news).
+        """
         interval = self.settings.reap_interval_ms / 1000
         while True:
             await asyncio.sleep(interval)
+            started = time.perf_counter()
             try:
-                await self.service.reap()
+                removed = await self.service.reap()
             except Exception:  # keep reaping; a locked or closing database is retried later
-                log.exception("reaping expired messages failed")
+                log.exception("reaping expired messages failed", extra={"event": "reap"})
+                continue
+            log.log(logging.INFO if removed else logging.DEBUG,
+                    "reaper removed %d expired messages and idempotency records", removed,
+                    extra={"event": "reap", "removed": removed,
+                           "duration_ms": round((time.perf_counter() - started) * 1000, 3)})
 
     # --- calls ----------------------------------------------------------------------------------
     def offload(self, fn: Callable[[], T]) -> Awaitable[T]:

@@ -266,10 +266,17 @@ class Server:
         """What the server wrote so far (stdout and stderr)."""
         return self.log.read_text(errors="replace")
 
-    def requests(self, method: str, path: str) -> int:
-        """How many ``method path`` requests the access log shows (needs ``access_log``)."""
-        needle = f'"{method} {path} HTTP/'
-        return sum(needle in line for line in self.log_text().splitlines())
+    def requests(self, method: str, route: str, queue: str | None = None) -> int:
+        """How many ``method route`` requests (of ``queue``) the access log shows (needs
+        ``access_log``; the server logs JSON lines, its stderr being no terminal)."""
+        count = 0
+        for line in self.log_text().splitlines():
+            if not line.startswith("{"):
+                continue
+            record = json.loads(line)
+            count += (record.get("event"), record.get("method"), record.get("route"),
+                      record.get("queue")) == ("request", method, route, queue)
+        return count
 
     def stop(self) -> None:
         """SIGTERM by PID, SIGKILL if it is still there after ``SERVE_STOP_S``; idempotent."""

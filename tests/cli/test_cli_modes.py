@@ -200,8 +200,8 @@ def test_enqueue_file_of_thousands_of_lines_through_a_server_matches_local(
     q_local, q_http = local_sqew.name("bulk"), http_sqew.name("bulk")
     local_sqew.arrange(q_local).close()
     http_sqew.arrange(q_http).close()
-    posts = f"/queues/{q_http}/messages"
-    before = cli_server.server.requests("POST", posts)
+    posts = ("POST", "/queues/{q}/messages", q_http)
+    before = cli_server.server.requests(*posts)
     args = ("--json", "message", "enqueue", "--file", str(path), "--envelope", "--queue")
     with ThreadPoolExecutor(2) as pool:  # two stores: side by side
         local_run = pool.submit(local_sqew.run, *args, q_local)
@@ -214,7 +214,7 @@ def test_enqueue_file_of_thousands_of_lines_through_a_server_matches_local(
     assert (summary["enqueued"], summary["duplicates"]) == (total - 5 - 2, 2)
     assert [f["line"] for f in summary["failed"]] == [7, 640, 1234, 1999, 2400]
     # Sent in batches (of 500 lines), not one request per line.
-    sent = cli_server.server.requests("POST", posts) - before
+    sent = cli_server.server.requests(*posts) - before
     assert sent == 5, cli_server.server.log_text()[-2000:]  # 2,495 good lines
     with local_sqew.arrange() as a, http_sqew.arrange() as b:
         stats = [(s.ready, s.enqueued_total) for s in (a.stats(q_local), b.stats(q_http))]
