@@ -1,0 +1,164 @@
+"""Spans of the service: one per operation, one per database transaction.
+
+Only a service built with a tracer (``QueueService(..., tracer=)``: a server whose tracing is
+configured) is instrumented; without one nothing here runs, not even a check per call: the
+service's methods and its writer are the plain ones.
+
+- **Operations** (``instrument``): the public methods listed in ``KINDS`` are wrapped, on the
+  instance, in a span named ``<operation> <queue>`` (messaging semantic conventions): enqueue
+  is a PRODUCER span, poll a CONSUMER span that links to the producer of every message it
+  leased (SPEC §2 "Trace context").
+- **Transactions**: ``TracedDirectWriter`` runs each transaction in a span, a child of the
+  operation's. ``TracedGroupWriter`` (the server's group commit) gives a group's transaction
+  one span: the child of its caller's span when one caller's operations fill the group, else
+  a span of its own with a LINK to the span of every caller in it (a merged transaction serves
+  several traces at once; being the child of one of them would be a lie to the others).
+- **Reads** (``read_span``): a read transaction's span, around the read on its thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Tracer
+
+from sqew import telemetry
+from sqew.backends.base import Backend, Waiter
+from sqew.core.clock import Clock
+from sqew.core.group_commit import GroupWriter, Item
+from sqew.core.writer import DirectWriter, Offload, Op
+
+if TYPE_CHECKING:
+    from sqew.core.service import QueueService
+
+R = TypeVar("R")
+T = TypeVar("T")
+
+KINDS: dict[str, SpanKind] = {
+    "enqueue": SpanKind.PRODUCER,
+    "poll": SpanKind.CONSUMER,
+    **{name: SpanKind.INTERNAL for name in (
+        "ack", "nack", "extend_lease", "create_queue", "list_queues", "get_queue",
+        "update_queue", "delete_queue", "stats", "peek", "get_message", "remove_message",
+        "purge", "scan", "dlq_list", "dlq_requeue", "dlq_purge", "compact", "reap",
+        "create_key", "list_keys", "revoke_key",
+    )},
+}
+"""The traced operations and their span kinds."""
+TRANSACTION = "transaction"
+"""The name of a write transaction's span (``read`` for a read's)."""
+
+
+def instrument(service: QueueService, tracer: Tracer) -> None:
+    """Wrap ``service``'s operations (``KINDS``) in spans, on this instance only."""
+    for name, kind in KINDS.items():
+        setattr(service, name, _traced(tracer, name, kind, getattr(service, name)))
+
+
+def _traced(
+    tracer: Tracer, name: str, kind: SpanKind, method: Callable[..., Awaitable[Any]]
+) -> Callable[..., Awaitable[Any]]:
+    @functools.wraps(method)
+    async def call(*args: Any, **kwargs: Any) -> Any:
+        queue = args[0] if args and isinstance(args[0], str) else None
+        attrs: dict[str, Any] = {"messaging.system": telemetry.SYSTEM,
+                                 "messaging.operation.name": name}
+        if queue is not None:
+            attrs["messaging.destination.name"] = queue
+        if name == "enqueue":
+            attrs["messaging.batch.message_count"] = len(args[1])
+        with tracer.start_as_current_span(
+            f"{name} {queue}" if queue is not None else name, kind=kind, attributes=attrs,
+        ) as span:
+            result = await method(*args, **kwargs)
+            if name == "poll":
+                span.set_attribute("messaging.batch.message_count", len(result))
+                for message in result:  # the consumer's span links to each producer's
+                    link = telemetry.producer_link(message)
+                    if link is not None:
+                        span.add_link(link.context, {"messaging.message.id": str(message.id)})
+            return result
+
+    return call
+
+
+def read_span(tracer: Tracer, backend: Backend, run: Callable[[], T]) -> Callable[[], T]:
+    """``run`` (a read transaction) inside a span of its own."""
+    attrs = {"db.system.name": _db_system(backend)}
+
+    def traced() -> T:
+        with tracer.start_as_current_span("read", kind=SpanKind.CLIENT, attributes=attrs):
+            return run()
+
+    return traced
+
+
+class TracedDirectWriter(DirectWriter):
+    """``DirectWriter`` with a span per transaction (a child of the current span)."""
+
+    def __init__(self, backend: Backend, clock: Clock, waiter: Waiter, tracer: Tracer) -> None:
+        super().__init__(backend, clock, waiter)
+        self._tracer = tracer
+        self._db = _db_system(backend)
+
+    def run(self, op: Op[R]) -> R:
+        attrs: dict[str, str | int] = {"db.system.name": self._db,
+                                       "sqew.operations": type(op).__name__,
+                                       "sqew.group.size": 1}
+        with self._tracer.start_as_current_span(TRANSACTION, kind=SpanKind.CLIENT,
+                                                attributes=attrs):
+            return super().run(op)
+
+
+class TracedGroupWriter(GroupWriter):
+    """``GroupWriter`` with a span per group transaction, linked to its callers' spans."""
+
+    def __init__(
+        self, backend: Backend, clock: Clock, waiter: Waiter, offload: Offload[Any],
+        tracer: Tracer,
+    ) -> None:
+        super().__init__(backend, clock, waiter, offload)
+        self._tracer = tracer
+        self._db = _db_system(backend)
+        # The span each pending operation was submitted in, by its future: read when its
+        # group commits (the commit runs in a task of its own, outside every caller's context).
+        self._callers: dict[asyncio.Future[Any], SpanContext] = {}
+
+    def _add(self, op: Op[R]) -> asyncio.Future[R]:
+        future = super()._add(op)
+        caller = trace.get_current_span().get_span_context()
+        if caller.is_valid:
+            self._callers[future] = caller
+        return future
+
+    async def _commit(self, group: list[Item]) -> None:
+        by_id: dict[tuple[int, int], SpanContext] = {}
+        for _, future in group:
+            caller = self._callers.pop(future, None)
+            if caller is not None:
+                by_id.setdefault((caller.trace_id, caller.span_id), caller)
+        callers = list(by_id.values())
+        attrs: dict[str, Any] = {
+            "db.system.name": self._db, "sqew.group.size": len(group),
+            "sqew.operations": ",".join(sorted({type(op).__name__ for op, _ in group})),
+        }
+        if len(callers) == 1:  # one caller's operations: a child of its span
+            parent = trace.set_span_in_context(NonRecordingSpan(callers[0]))
+            links: list[Link] | None = None
+        else:  # a merged transaction: its own span, linked to every caller's
+            parent = otel_context.Context()
+            links = [Link(c) for c in callers] or None
+        with self._tracer.start_as_current_span(TRANSACTION, context=parent, kind=SpanKind.CLIENT,
+                                                links=links, attributes=attrs):
+            await super()._commit(group)
+
+
+def _db_system(backend: Backend) -> str:
+    """``db.system.name`` of a backend (semantic conventions' names)."""
+    name = type(backend).__name__.removesuffix("Backend").lower()
+    return {"postgres": "postgresql"}.get(name, name)

@@ -1,0 +1,112 @@
+"""The server span of every HTTP request (tracing on: ``sqew.telemetry.server_tracing``).
+
+An ASGI middleware, the outermost of the app's, so that refused requests (401, 403, 429) have
+their span too. The span is named after the route template (``POST /queues/{q}/messages``:
+few names, whatever the queue), is of kind SERVER and continues the caller's trace: the
+context of its ``traceparent``/``tracestate`` headers (the configured propagators) is the
+span's parent. The service's spans (``sqew.core.tracing``) are its children.
+
+``create_app`` adds the middleware only when tracing is wanted, so a server without tracing
+runs none of this.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from litestar.enums import ScopeType
+from litestar.exceptions import HTTPException
+from litestar.types import ASGIApp, Message, Receive, Scope, Send
+from opentelemetry import propagate
+from opentelemetry.context import Context
+from opentelemetry.propagators.textmap import Getter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from sqew import errors
+
+if TYPE_CHECKING:
+    from sqew.server.runtime import Runtime
+
+_PARAM_TYPE = re.compile(r"\{(\w+):[^}]*\}")
+
+
+class _Headers(Getter[Iterable[tuple[bytes, bytes]]]):
+    """Reads a propagator's headers from an ASGI scope's raw header list."""
+
+    def get(self, carrier: Iterable[tuple[bytes, bytes]], key: str) -> list[str] | None:
+        name = key.lower().encode("latin-1")
+        found = [v.decode("latin-1") for k, v in carrier if k == name]
+        return found or None
+
+    def keys(self, carrier: Iterable[tuple[bytes, bytes]]) -> list[str]:
+        return [k.decode("latin-1") for k, _ in carrier]
+
+
+_HEADERS = _Headers()
+_routes: dict[str, str] = {}
+
+
+def route_of(scope: Scope) -> str:
+    """The route template of a routed request, its parameters without their types
+    (``/queues/{q}/messages``)."""
+    template: str = scope.get("path_template") or scope["path"]
+    route = _routes.get(template)
+    if route is None:
+        route = _routes[template] = _PARAM_TYPE.sub(r"{\1}", template)
+    return route
+
+
+def _extract(scope: Scope) -> Context:
+    """The caller's context from the request's headers (the configured propagators)."""
+    headers: Iterable[tuple[bytes, bytes]] = scope["headers"]
+    return propagate.extract(headers, getter=_HEADERS)
+
+
+def middleware(rt: Runtime) -> Callable[[ASGIApp], ASGIApp]:
+    """The middleware (for ``Litestar(middleware=...)``) that gives each request its span."""
+
+    def wrap(app: ASGIApp) -> ASGIApp:
+        async def traced(scope: Scope, receive: Receive, send: Send) -> None:
+            tracing = rt.tracing
+            if tracing is None or scope["type"] != ScopeType.HTTP:
+                await app(scope, receive, send)
+                return
+            method = scope["method"]
+            route = route_of(scope)
+            status = 0
+
+            async def send_status(message: Message) -> None:
+                nonlocal status
+                if message["type"] == "http.response.start":
+                    status = message["status"]
+                await send(message)
+
+            with tracing.tracer.start_as_current_span(
+                f"{method} {route}", context=_extract(scope),
+                kind=SpanKind.SERVER, record_exception=False, set_status_on_exception=False,
+                attributes={"http.request.method": method, "http.route": route,
+                            "url.path": scope["path"]},
+            ) as span:
+                try:
+                    await app(scope, receive, send_status)
+                except Exception as exc:  # answered by the app's exception handler, outside
+                    status = status or _status_of(exc)
+                    raise
+                finally:
+                    span.set_attribute("http.response.status_code", status)
+                    if status >= 500:
+                        span.set_status(StatusCode.ERROR)
+
+        return traced
+
+    return wrap
+
+
+def _status_of(exc: Exception) -> int:
+    if isinstance(exc, errors.SqewError):
+        return exc.status
+    if isinstance(exc, HTTPException):
+        return exc.status_code
+    return 500
