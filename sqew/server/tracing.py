@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING
 from litestar.enums import ScopeType
 from litestar.exceptions import HTTPException
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
-from opentelemetry import propagate
+from opentelemetry import context, propagate
 from opentelemetry.context import Context
 from opentelemetry.propagators.textmap import Getter
-from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.trace import SpanKind, StatusCode, set_span_in_context
 
 from sqew import errors
 
@@ -58,14 +58,19 @@ def route_of(scope: Scope) -> str:
     return route
 
 
-def _extract(scope: Scope) -> Context:
-    """The caller's context from the request's headers (the configured propagators)."""
+def _extract(scope: Scope, fields: frozenset[bytes]) -> Context | None:
+    """The caller's context from the request's headers (the configured propagators, whose
+    header names are ``fields``); None, at once, when the request has none of them."""
     headers: Iterable[tuple[bytes, bytes]] = scope["headers"]
+    if not any(name in fields for name, _ in headers):
+        return None
     return propagate.extract(headers, getter=_HEADERS)
 
 
 def middleware(rt: Runtime) -> Callable[[ASGIApp], ASGIApp]:
     """The middleware (for ``Litestar(middleware=...)``) that gives each request its span."""
+
+    fields = frozenset(f.lower().encode("latin-1") for f in propagate.get_global_textmap().fields)
 
     def wrap(app: ASGIApp) -> ASGIApp:
         async def traced(scope: Scope, receive: Receive, send: Send) -> None:
@@ -75,6 +80,18 @@ def middleware(rt: Runtime) -> Callable[[ASGIApp], ASGIApp]:
                 return
             method = scope["method"]
             route = route_of(scope)
+            # By hand rather than start_as_current_span: this is on every request's path.
+            span = tracing.tracer.start_span(
+                f"{method} {route}", context=_extract(scope, fields), kind=SpanKind.SERVER,
+                attributes={"http.request.method": method, "http.route": route},
+            )
+            token = context.attach(set_span_in_context(span))
+            if not span.is_recording():  # sampled out: current only so that its children
+                try:  # are left out too (sqew.core.tracing)
+                    await app(scope, receive, send)
+                finally:
+                    context.detach(token)
+                return
             status = 0
 
             async def send_status(message: Message) -> None:
@@ -83,21 +100,17 @@ def middleware(rt: Runtime) -> Callable[[ASGIApp], ASGIApp]:
                     status = message["status"]
                 await send(message)
 
-            with tracing.tracer.start_as_current_span(
-                f"{method} {route}", context=_extract(scope),
-                kind=SpanKind.SERVER, record_exception=False, set_status_on_exception=False,
-                attributes={"http.request.method": method, "http.route": route,
-                            "url.path": scope["path"]},
-            ) as span:
-                try:
-                    await app(scope, receive, send_status)
-                except Exception as exc:  # answered by the app's exception handler, outside
-                    status = status or _status_of(exc)
-                    raise
-                finally:
-                    span.set_attribute("http.response.status_code", status)
-                    if status >= 500:
-                        span.set_status(StatusCode.ERROR)
+            try:
+                await app(scope, receive, send_status)
+            except Exception as exc:  # answered by the app's exception handler, outside
+                status = status or _status_of(exc)
+                raise
+            finally:
+                context.detach(token)
+                span.set_attribute("http.response.status_code", status)
+                if status >= 500:
+                    span.set_status(StatusCode.ERROR)
+                span.end()
 
         return traced
 

@@ -21,7 +21,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind, Tracer, set_span_in_context
+from opentelemetry.trace import SpanKind, StatusCode, Tracer, set_span_in_context
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 import sqew
@@ -119,6 +119,16 @@ def named(spans: Sequence[ReadableSpan], name: str, **attrs: Any) -> list[Readab
             and all((s.attributes or {}).get(k) == v for k, v in attrs.items())]
 
 
+def new_caller() -> tuple[str, int]:
+    """A caller's traceparent with a trace id of its own, and that trace id."""
+    trace_id = uuid.uuid4().int
+    return f"00-{trace_id:032x}-00f067aa0ba902b7-01", trace_id
+
+
+def in_trace(spans: Sequence[ReadableSpan], trace_id: int, name: str) -> list[ReadableSpan]:
+    return [s for s in spans if s.name == name and s.context.trace_id == trace_id]
+
+
 def child_of(spans: Sequence[ReadableSpan], parent: ReadableSpan, name: str) -> ReadableSpan:
     (child,) = [s for s in spans if s.name == name and s.parent is not None
                 and s.parent.span_id == parent.get_span_context().span_id]
@@ -133,20 +143,20 @@ def linked(span: ReadableSpan) -> set[int]:
 def test_a_request_span_has_the_route_template_continues_the_callers_trace_and_has_children(
     traced: Traced, queue: str
 ) -> None:
-    caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    caller, trace_id = new_caller()
     r = httpx.post(f"{traced.url}/queues/{queue}/messages", json={"payload": 1},
                    headers={"traceparent": caller})
     assert r.status_code == 201, r.text
-    path = f"/queues/{queue}/messages"
-    spans = traced.spans.until(lambda s: bool(named(s, "POST /queues/{q}/messages",
-                                                     **{"url.path": path})))
-    (server,) = named(spans, "POST /queues/{q}/messages", **{"url.path": path})
+    route = "POST /queues/{q}/messages"
+    spans = traced.spans.until(lambda s: bool(in_trace(s, trace_id, route)))
+    (server,) = in_trace(spans, trace_id, route)
     assert server.kind == SpanKind.SERVER
     assert server.attributes is not None
     assert server.attributes["http.route"] == "/queues/{q}/messages"
+    assert server.attributes["http.request.method"] == "POST"
     assert server.attributes["http.response.status_code"] == 201
     assert server.parent is not None and server.parent.span_id == 0x00F067AA0BA902B7
-    assert server.context.trace_id == 0x4BF92F3577B34DA6A3CE929D0E0E4736
+    assert server.parent.is_remote
     operation = child_of(spans, server, f"enqueue {queue}")
     assert operation.kind == SpanKind.PRODUCER
     transaction = child_of(spans, operation, "transaction")  # alone in its group: a child
@@ -154,25 +164,26 @@ def test_a_request_span_has_the_route_template_continues_the_callers_trace_and_h
     assert transaction.attributes["db.system.name"] == "sqlite"
     assert transaction.context.trace_id == server.context.trace_id
 
-    r = httpx.get(f"{traced.url}/queues/{queue}/stats")
+    caller, trace_id = new_caller()
+    r = httpx.get(f"{traced.url}/queues/{queue}/stats", headers={"traceparent": caller})
     assert r.status_code == 200
-    path = f"/queues/{queue}/stats"
-    spans = traced.spans.until(lambda s: bool(named(s, "GET /queues/{q}/stats",
-                                                     **{"url.path": path})))
-    (server,) = named(spans, "GET /queues/{q}/stats", **{"url.path": path})
+    spans = traced.spans.until(lambda s: bool(in_trace(s, trace_id, "GET /queues/{q}/stats")))
+    (server,) = in_trace(spans, trace_id, "GET /queues/{q}/stats")
     child_of(spans, child_of(spans, server, f"stats {queue}"), "read")
 
 
 def test_a_refused_request_has_its_span_with_the_status(traced: Traced) -> None:
-    r = httpx.post(f"{traced.url}/queues/nope-{uuid.uuid4().hex[:8]}/ack",
-                   json={"id": 1, "token": "t"})
+    caller, trace_id = new_caller()
+    r = httpx.post(f"{traced.url}/queues/nope/ack", json={"id": 1, "token": "t"},
+                   headers={"traceparent": caller})
     envelope(r, 404, "QueueNotFound")
-    path = r.request.url.path
-    spans = traced.spans.until(lambda s: bool(named(s, "POST /queues/{q}/ack",
-                                                     **{"url.path": path})))
-    (server,) = named(spans, "POST /queues/{q}/ack", **{"url.path": path})
+    spans = traced.spans.until(lambda s: bool(in_trace(s, trace_id, "POST /queues/{q}/ack")))
+    (server,) = in_trace(spans, trace_id, "POST /queues/{q}/ack")
     assert server.attributes is not None
     assert server.attributes["http.response.status_code"] == 404
+    operation = child_of(spans, server, "ack nope")
+    assert operation.status.status_code == StatusCode.ERROR
+    assert operation.status.description == "QueueNotFound"
 
 
 def test_a_merged_group_commit_has_one_span_linked_to_each_requests_span(
@@ -259,9 +270,9 @@ def test_a_consumer_span_links_to_the_producers_through_a_message_over_http(
     producer_span = ids(producer)[1]
     assert linked(poll) == {producer_span, ids(OTHER)[1]}
     # The enqueue requests continued the producer's trace (headers sent by the HttpClient).
-    (single, batch) = [s for s in named(spans, "POST /queues/{q}/messages",
-                                        **{"url.path": f"/queues/{queue}/messages"})]
-    assert {single.parent.span_id, batch.parent.span_id} == {producer_span}  # type: ignore[union-attr]
+    requests = in_trace(spans, ids(producer)[0], "POST /queues/{q}/messages")
+    assert len(requests) == 2
+    assert {s.parent.span_id for s in requests if s.parent} == {producer_span}
 
 
 def test_a_consumer_span_links_to_the_producers_through_a_message_locally(
@@ -368,3 +379,26 @@ def test_with_tracing_off_no_tracing_runs_and_messages_still_carry_trace_context
             assert m.traceparent == OTHER
     finally:
         server.stop()
+
+
+def test_a_request_sampled_out_by_its_caller_has_no_spans_and_still_stores_its_context(
+    traced: Traced, queue: str
+) -> None:
+    """The caller's traceparent says "not sampled" (flags 00): the default sampler follows
+    the parent, so neither the request nor its operation or transaction is recorded; the
+    message keeps the context all the same."""
+    unsampled_id, sampled_id = uuid.uuid4().int, uuid.uuid4().int
+    unsampled = f"00-{unsampled_id:032x}-00f067aa0ba902b7-00"
+    base = f"{traced.url}/queues/{queue}"
+    assert httpx.post(f"{base}/messages", json={"payload": 1},
+                      headers={"traceparent": unsampled}).status_code == 201
+    assert httpx.post(f"{base}/messages", json={"payload": 2},
+                      headers={"traceparent": f"00-{sampled_id:032x}-00f067aa0ba902b7-01"}
+                      ).status_code == 201
+    route = "POST /queues/{q}/messages"
+    spans = traced.spans.until(lambda s: bool(in_trace(s, sampled_id, route)))
+    assert [s.name for s in spans if s.context.trace_id == unsampled_id] == []
+    assert [s for s in named(spans, "transaction")
+            if any(link.context.trace_id == unsampled_id for link in s.links)] == []
+    (first, _) = httpx.post(f"{base}/poll", params={"batch": 2}).json()["messages"]
+    assert first["traceparent"] == unsampled
