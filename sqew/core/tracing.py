@@ -12,7 +12,9 @@ service's methods and its writer are the plain ones.
   operation's. ``TracedGroupWriter`` (the server's group commit) gives a group's transaction
   one span: the child of its caller's span when one caller's operations fill the group, else
   a span of its own with a LINK to the span of every caller in it (a merged transaction serves
-  several traces at once; being the child of one of them would be a lie to the others).
+  several traces at once; being the child of one of them would be a lie to the others). A
+  group none of whose callers is recorded (sampled out, or background work outside any span)
+  has no span.
 - **Reads** (``read_span``): a read transaction's span, around the read on its thread.
 
 **Sampling.** Spans follow their parent's sampling decision, as the SDK's default sampler
@@ -99,9 +101,14 @@ def _traced(
     tracer: Tracer, name: str, kind: SpanKind, method: Callable[..., Awaitable[Any]]
 ) -> Callable[..., Awaitable[Any]]:
     @functools.wraps(method)
-    async def call(*args: Any, **kwargs: Any) -> Any:
+    def call(*args: Any, **kwargs: Any) -> Awaitable[Any]:
+        # Sampled out: the method's own coroutine, with no frame of ours around it (a frame
+        # in the chain of awaits costs at every suspension of the request).
         if _sampled_out():
-            return await method(*args, **kwargs)
+            return method(*args, **kwargs)
+        return spanned(*args, **kwargs)
+
+    async def spanned(*args: Any, **kwargs: Any) -> Any:
         queue = args[0] if args and isinstance(args[0], str) else None
         attrs: dict[str, Any] = {"messaging.system": telemetry.SYSTEM,
                                  "messaging.operation.name": name}
@@ -168,22 +175,19 @@ class TracedGroupWriter(GroupWriter):
     def _add(self, op: Op[R]) -> asyncio.Future[R]:
         future = super()._add(op)
         caller = trace.get_current_span().get_span_context()
-        if caller.is_valid:  # a caller sampled out is remembered too: its group has no span
+        if caller.trace_flags.sampled:
             self._callers[future] = caller
         return future
 
     async def _commit(self, group: list[Item]) -> None:
         by_id: dict[tuple[int, int], SpanContext] = {}
-        traced = False
         for _, future in group:
             caller = self._callers.pop(future, None)
             if caller is not None:
-                traced = True
-                if caller.trace_flags.sampled:
-                    by_id.setdefault((caller.trace_id, caller.span_id), caller)
+                by_id.setdefault((caller.trace_id, caller.span_id), caller)
         callers = list(by_id.values())
-        if traced and not callers:  # every caller sampled out: so is their transaction
-            await super()._commit(group)
+        if not callers:  # no caller is recorded (sampled out, or background work with no
+            await super()._commit(group)  # span): neither is their transaction
             return
         attrs: dict[str, Any] = {
             "db.system.name": self._db, "sqew.group.size": len(group),
@@ -194,7 +198,7 @@ class TracedGroupWriter(GroupWriter):
             links: list[Link] | None = None
         else:  # a merged transaction: its own span, linked to every caller's
             parent = otel_context.Context()
-            links = [Link(c) for c in callers] or None
+            links = [Link(c) for c in callers]
         with current_span(self._tracer, TRANSACTION, context=parent, kind=SpanKind.CLIENT,
                           links=links, attributes=attrs):
             await super()._commit(group)

@@ -58,13 +58,18 @@ def route_of(scope: Scope) -> str:
     return route
 
 
-def _extract(scope: Scope, fields: frozenset[bytes]) -> Context | None:
+_ROOT = Context()
+"""The parent of a request span with no caller: none (never whatever context is current)."""
+
+
+def _extract(scope: Scope, fields: frozenset[bytes]) -> Context:
     """The caller's context from the request's headers (the configured propagators, whose
-    header names are ``fields``); None, at once, when the request has none of them."""
+    header names are ``fields``); an empty one, at once, when the request has none of them."""
     headers: Iterable[tuple[bytes, bytes]] = scope["headers"]
-    if not any(name in fields for name, _ in headers):
-        return None
-    return propagate.extract(headers, getter=_HEADERS)
+    for name, _ in headers:
+        if name in fields:
+            return propagate.extract(headers, getter=_HEADERS)
+    return _ROOT
 
 
 def middleware(rt: Runtime) -> Callable[[ASGIApp], ASGIApp]:
