@@ -20,6 +20,10 @@ the Lua scripts in ``bench/lua/``, a separate process. Workloads, at 1, 16 and 6
 * ``metrics`` (issue #13): enqueue and poll+ack at 16 connections with metrics on (the
   default) against the same with the setting ``metrics`` off, in interleaved rounds; and the
   time a scrape of ``/metrics`` takes on a database of 1,000 queues (2,000 with their DLQs).
+* ``tracing`` (issue #13): enqueue and poll+ack at 16 connections on a server that traces
+  (every request, operation and transaction a span, through the SDK's batch processor to an
+  in-process exporter that drops them: ``bench/traced_serve.py``) against the same with
+  tracing off, in interleaved rounds.
 
 Runs whose ratios matter are interleaved (healthz, enqueue, batch, poll+ack, then again) and
 the median of the rounds is reported. A run with a non-2xx answer, a socket error, a failed
@@ -243,14 +247,23 @@ def _env(**extra: str) -> dict[str, str]:
 
 def sqew_server(label: str, db: Path, logdir: Path, *, durability: str = "normal",
                 workers: int = 1, asgi: str = "uvicorn",
-                settings: dict[str, str] | None = None) -> Server:
+                settings: dict[str, str] | None = None, traced: bool = False,
+                sampled: float = 1.0) -> Server:
     """``sqew serve`` (uvicorn) or granian over ``sqew.server.app:app_from_env`` on ``db``;
-    ``settings`` as ``SQEW_*`` variables (uvicorn only)."""
+    ``settings`` as ``SQEW_*`` variables (uvicorn only); ``traced``: with tracing on
+    (``bench/traced_serve.py``, one worker), recording the share ``sampled`` of the requests
+    (the SDK's ``parentbased_traceidratio`` sampler)."""
     port = free_port()
     if asgi == "uvicorn":
-        cmd = [str(BIN / "sqew"), "serve", "--db", str(db), "--port", str(port),
+        serve = ([sys.executable, "-m", "bench.traced_serve"] if traced
+                 else [str(BIN / "sqew"), "serve"])
+        cmd = [*serve, "--db", str(db), "--port", str(port),
                "--durability", durability, "--workers", str(workers)]
-        env = _env(**{f"SQEW_{k.upper()}": v for k, v in (settings or {}).items()})
+        extra = {f"SQEW_{k.upper()}": v for k, v in (settings or {}).items()}
+        if traced:
+            extra.update(OTEL_TRACES_SAMPLER="parentbased_traceidratio",
+                         OTEL_TRACES_SAMPLER_ARG=str(sampled))
+        env = _env(**extra)
     else:
         cmd = [str(BIN / "granian"), "--interface", "asgi", "--factory", "--host", "127.0.0.1",
                "--port", str(port), "--workers", str(workers), "--log-level", "warning",
@@ -414,7 +427,7 @@ HMAC_CONNS = 16
 connections on the default server: issue #11's ratio."""
 
 
-SECTIONS = ("sqew", "granian", "depth", "moto", "hmac", "auth", "metrics")
+SECTIONS = ("sqew", "granian", "depth", "moto", "hmac", "auth", "metrics", "tracing")
 HMAC_ROUNDS = 5
 """Rounds of the ``hmac`` section's pair (unsigned enqueue, signed enqueue) at least."""
 
@@ -435,7 +448,7 @@ def run_all(plan: Plan, work: Path) -> Bench:
     logs = work / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     template = work / "deep.db"
-    if plan.sections & {"sqew", "granian", "depth", "auth", "metrics"}:
+    if plan.sections & {"sqew", "granian", "depth", "auth", "metrics", "tracing"}:
         secs = prefill(template, {QUEUE: plan.deep, ENQ_QUEUE: 0, HMAC_QUEUE: 0},
                        {HMAC_QUEUE: {"hmac_secret": HMAC_SECRET}})
         print(f"prefilled {plan.deep:,} messages in {secs:.1f} s", file=sys.stderr)
@@ -468,6 +481,8 @@ def run_all(plan: Plan, work: Path) -> Bench:
     if "metrics" in plan.sections:
         _metrics(bench, work, logs, template, plan.deep)
         _scrape(bench, work, logs, 5 if plan.duration < 3 else 20)
+    if "tracing" in plan.sections:
+        _tracing(bench, work, logs, template, plan.deep)
     return bench
 
 
@@ -582,6 +597,38 @@ def _auth(bench: Bench, work: Path, logs: Path, template: Path, deep: int) -> No
                     for workload, script, args in AUTH_WORKLOADS:
                         depth = deep if workload == "poll+ack" else None
                         bench.wrk(srv, label, workload, script, 16, *args, depth=depth)
+
+
+TRACING_SERVERS = (("sqew tracing off", False, 1.0), ("sqew tracing on", True, 1.0),
+                   ("sqew tracing 10%", True, 0.1))
+TRACING_BOUNDS = {"sqew tracing on": None, "sqew tracing 10%": 0.9}
+"""Issue #13's bound (≤ 10 % slower) on a sampled server; recording every request is reported
+without one (docs/operations.md, "Traces": what a recorded span costs)."""
+
+
+def _tracing(bench: Bench, work: Path, logs: Path, template: Path, deep: int) -> None:
+    """Enqueue and poll+ack at 16 connections with tracing on against tracing off.
+
+    Servers on copies of the prefilled database, all started first and their rounds
+    interleaved: "sqew tracing off" (``sqew serve``, no OTEL_* variables: no tracing code
+    runs), "sqew tracing on" (``bench/traced_serve.py``: every request recorded, each with
+    its server, operation and transaction spans) and "sqew tracing 10%" (the same with one
+    request in ten sampled, as a busy production server would trace).
+    """
+    with ExitStack() as stack:
+        servers: list[tuple[str, Server]] = []
+        for label, traced, sampled in TRACING_SERVERS:
+            db = copy_db(template, work / f"{label.replace(' ', '-')}.db")
+            srv = stack.enter_context(serving(
+                lambda label=label, db=db, traced=traced, sampled=sampled: sqew_server(
+                    label, db, logs, traced=traced, sampled=sampled)))
+            bench.warm(srv, [(script, args) for _, script, args in AUTH_WORKLOADS])
+            servers.append((label, srv))
+        for _ in range(bench.rounds):
+            for label, srv in servers:
+                for workload, script, args in AUTH_WORKLOADS:
+                    depth = deep if workload == "poll+ack" else None
+                    bench.wrk(srv, label, workload, script, 16, *args, depth=depth)
 
 
 def _mint_admin_key(db: Path) -> str:
@@ -867,6 +914,15 @@ def checks(bench: Bench, deep: int) -> list[Check]:
         out.append(Check("the same, server CPU time (median; less sensitive to other work "
                          "on the machine)", statistics.median(bench.scrapes_cpu_ms), None,
                          False, True, " ms"))
+    for server, bound in TRACING_BOUNDS.items():
+        for workload in ("enqueue", "poll+ack"):
+            on = cell(bench, server, workload, 16)
+            if on.runs:
+                off = cell(bench, "sqew tracing off", workload, 16)
+                name = server.removeprefix("sqew ")
+                out.append(ratio(f"{name} / tracing off: {workload}, c=16", on, off, bound))
+                out.append(_cpu_per_request_ratio(f"tracing off / {name}: server CPU per "
+                                                  f"request, {workload}, c=16", off, on))
     for c in (16, 64):
         out.append(ratio(f"wrk -t1 / -t2 on healthz, c={c}",
                          cell(bench, "sqew", "healthz -t1", c),

@@ -119,6 +119,24 @@ MessageId = Annotated[int, Meta(ge=1, le=MAX_ID)]
 Token = Annotated[str, Meta(min_length=1, max_length=128)]
 ErrorText = Annotated[str, Meta(max_length=4096)]
 LeaseMs = Annotated[int, Meta(ge=0, le=MAX_VISIBILITY_MS)]
+# W3C Trace Context (SPEC §2 "Trace context"): a traceparent of version 00's form, neither id
+# all zeros (invalid by the W3C rules), version ff forbidden; a tracestate of printable ASCII.
+TRACEPARENT_PATTERN = (
+    r"^(?!ff)[0-9a-f]{2}-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}" + END_OF_TEXT
+)
+PATTERN_HINTS[TRACEPARENT_PATTERN] = (
+    "a W3C traceparent: 00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>, lower case, "
+    "ids not all zeros"
+)
+TRACESTATE_PATTERN = r"^[\x20-\x7e]*" + END_OF_TEXT
+PATTERN_HINTS[TRACESTATE_PATTERN] = "printable ASCII (a W3C tracestate)"
+TRACESTATE_MAX = 512
+Traceparent = Annotated[str, Meta(
+    min_length=55, max_length=55, pattern=TRACEPARENT_PATTERN,
+    description="The producer's W3C traceparent: a consumer's span links to it")]
+Tracestate = Annotated[str, Meta(
+    max_length=TRACESTATE_MAX, pattern=TRACESTATE_PATTERN,
+    description="The producer's W3C tracestate (only with a traceparent)")]
 
 class _Request(Struct, forbid_unknown_fields=True, omit_defaults=True):
     """Base of request bodies: unknown fields are rejected, never ignored."""
@@ -209,6 +227,12 @@ class MessageIn(_Request, kw_only=True):
     ttl_ms: TtlMs | None = None
     idempotency_key: IdempotencyKey | None = None
     attributes: Attributes | None = None
+    traceparent: Traceparent | None = None
+    tracestate: Tracestate | None = None
+
+    def __post_init__(self) -> None:
+        if self.tracestate is not None and self.traceparent is None:
+            raise ValueError("tracestate must come with a traceparent")
 
 
 class MessageBatchIn(_Request):
@@ -249,6 +273,10 @@ class Message(Struct, kw_only=True):
     expires_at: int
     last_error: str | None
     origin_queue: OriginQueue | UnsetType = UNSET
+    traceparent: Annotated[str, Meta(description=(
+        "The producer's W3C traceparent (only when it sent one)"))] | UnsetType = UNSET
+    tracestate: Annotated[str, Meta(description=(
+        "The producer's W3C tracestate (only when it sent one)"))] | UnsetType = UNSET
 
 
 # dict=True: a client keeps the payload's text as stored (what ``signature`` covers) beside the

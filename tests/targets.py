@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import msgspec
 import pytest
@@ -215,14 +215,15 @@ class ServerThread:
 
     def __init__(
         self, settings: Settings, clock: Clock = system_clock, *, reaper_timer: bool = True,
-        rng: random.Random | None = None,
+        rng: random.Random | None = None, tracer_provider: Any = None,
     ) -> None:
         import uvicorn
 
         from sqew.server import runner
         from sqew.server.app import create_app
 
-        self.app = create_app(settings, clock=clock, rng=rng, reaper_timer=reaper_timer)
+        self.app = create_app(settings, clock=clock, rng=rng, reaper_timer=reaper_timer,
+                              tracer_provider=tracer_provider)
         self.sock = runner.bind("127.0.0.1", 0)
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         self.server = uvicorn.Server(runner.uvicorn_config(settings, app=self.app))

@@ -93,6 +93,9 @@ class MessageRow(NamedTuple):
     lease_expires_at: int | None
     origin_queue: str | None
     """The queue a dead-lettered message came from (None outside a DLQ)."""
+    traceparent: str | None
+    """The producer's W3C trace context, when it sent one (SPEC §2 "Trace context")."""
+    tracestate: str | None
 
 
 class KeyRow(NamedTuple):
@@ -108,5 +111,6 @@ class KeyRow(NamedTuple):
     last_used_at: int | None
 
 
-NewMessage = tuple[int, str, int, str | None, int, int, int, bool]
-"""(queue_id, payload, priority, attributes_json, enqueued_at, available_at, expires_at, lifo)."""
+NewMessage = tuple[int, str, int, str | None, int, int, int, bool, str | None, str | None]
+"""(queue_id, payload, priority, attributes_json, enqueued_at, available_at, expires_at, lifo,
+traceparent, tracestate)."""

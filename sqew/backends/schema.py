@@ -86,6 +86,9 @@ messages = Table(
     Column("last_error", Text, nullable=True),
     Column("lifo", Boolean, nullable=False),
     Column("origin_queue", String(100), nullable=True),
+    # The producer's W3C trace context (SPEC §2 "Trace context"), returned on delivery.
+    Column("traceparent", String(55), nullable=True),
+    Column("tracestate", String(512), nullable=True),
     sqlite_autoincrement=True,
 )
 
@@ -144,6 +147,8 @@ archive = Table(
     Column("enqueued_at", BigInteger, nullable=False),
     Column("acked_at", BigInteger, nullable=False),
     Column("last_error", Text, nullable=True),
+    Column("traceparent", String(55), nullable=True),
+    Column("tracestate", String(512), nullable=True),
 )
 Index("ix_archive_queue_id", archive.c.queue_id, archive.c.id)
 

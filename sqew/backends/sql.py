@@ -28,7 +28,7 @@ _MSG_COLS = ", ".join(MessageRow._fields)
 _KEYS_PER_LOOKUP = 500  # idempotency keys looked up per statement (a batch holds up to 1000)
 _NEW_MESSAGE_COLS = (
     "queue_id", "payload", "priority", "attributes", "enqueued_at", "available_at",
-    "expires_at", "lifo",
+    "expires_at", "lifo", "traceparent", "tracestate",
 )
 INSERT_CHUNK = 100
 """Rows per multi-row ``INSERT`` of the neutral ``insert_messages`` (800 parameters)."""
@@ -201,8 +201,9 @@ class SqlTx(QueueStatements, KeyStatements, ScanStatements, Tx):
         if archive:
             self.c.execute(
                 "INSERT INTO archive (id, queue_id, payload, priority, attributes, attempts, "
-                "enqueued_at, acked_at, last_error) SELECT id, queue_id, payload, priority, "
-                "attributes, attempts, enqueued_at, :now, last_error FROM messages "
+                "enqueued_at, acked_at, last_error, traceparent, tracestate) SELECT id, "
+                "queue_id, payload, priority, attributes, attempts, enqueued_at, :now, "
+                "last_error, traceparent, tracestate FROM messages "
                 "WHERE id = :id AND queue_id = :q AND token = :t",
                 params,
             )
@@ -372,5 +373,5 @@ def _insert_sql(rows: int) -> str:
     )
     return (
         "INSERT INTO messages (queue_id, payload, priority, attributes, attempts, enqueued_at, "
-        f"available_at, expires_at, lifo) VALUES {values} RETURNING id"
+        f"available_at, expires_at, lifo, traceparent, tracestate) VALUES {values} RETURNING id"
     )

@@ -149,7 +149,8 @@ def parse_envelope(line: bytes, max_depth: int = jsonlimits.MAX_DEPTH) -> dict[s
         raise errors.ValidationError(f"invalid JSON: {exc}") from None
     fields = {"payload": m.payload, "priority": m.priority, "delay_ms": m.delay_ms,
               "ttl_ms": m.ttl_ms, "idempotency_key": m.idempotency_key,
-              "attributes": m.attributes}
+              "attributes": m.attributes, "traceparent": m.traceparent,
+              "tracestate": m.tracestate}
     return {k: v for k, v in fields.items() if v is not None}
 
 

@@ -2,7 +2,8 @@
 
 Each line is a message object that ``sqew message enqueue --file F --envelope`` reads back
 (``sqew.cli.bulk.parse_envelope``): payload, priority, attributes, the idempotency key while the
-queue remembers it, and the time the message has left — ``ttl_ms`` from its ``expires_at``, and
+queue remembers it, the producer's trace context (``traceparent``, ``tracestate``) when it sent
+one, and the time the message has left — ``ttl_ms`` from its ``expires_at``, and
 ``delay_ms`` for one not yet due — measured when its page is written. An archived message was
 acked: its ``expires_at`` is the archive's retention, not its own, so it is exported without a
 ``ttl_ms`` (a replay gets the target queue's retention). Export → import round-trips.
@@ -33,6 +34,10 @@ def envelope(m: models.ScannedMessage, now: int) -> dict[str, Any]:
         out["attributes"] = m.attributes
     if isinstance(m.idempotency_key, str):
         out["idempotency_key"] = m.idempotency_key
+    if isinstance(m.traceparent, str):  # a replay still links to the original producer
+        out["traceparent"] = m.traceparent
+        if isinstance(m.tracestate, str):
+            out["tracestate"] = m.tracestate
     if m.state == "archived":
         return out
     # Bounds of an enqueue's ttl_ms; a message about to expire keeps the shortest TTL allowed.

@@ -1,6 +1,9 @@
 """A Client call's Python arguments turned into the wire models (validated the same way for
 every client, so a bad argument fails alike locally and over HTTP), and the leased messages'
 payloads as sent.
+
+A message enqueued inside a span carries that span's trace context (``traceparent``,
+``tracestate``) unless it gives its own (SPEC §2 "Trace context"; ``sqew.telemetry``).
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from sqew import errors, jsonlimits, models
+from sqew import errors, jsonlimits, models, telemetry
 from sqew.client.validation import validation_error
 from sqew.core import signing
 
@@ -33,6 +36,7 @@ def message_in(
     """
     body = {k: v for k, v in fields.items() if v is not None}
     body["payload"] = payload_text(payload, max_json_depth)
+    _with_context(body, telemetry.current_fields())
     result: models.MessageIn = convert(body, models.MessageIn)
     return result
 
@@ -59,16 +63,25 @@ def payload_text(payload: Any, max_json_depth: int) -> msgspec.Raw:
     return msgspec.Raw(text)
 
 
+def _with_context(body: dict[str, Any], context: dict[str, str]) -> None:
+    """Give a message ``body`` the current trace ``context`` unless it has a traceparent."""
+    if context and body.get("traceparent") is None:
+        body.update(context)
+
+
 def message_from_mapping(
-    item: Mapping[str, Any], *, max_json_depth: int = jsonlimits.DEFAULT_MAX_DEPTH
+    item: Mapping[str, Any], *, max_json_depth: int = jsonlimits.DEFAULT_MAX_DEPTH,
+    context: dict[str, str] | None = None,
 ) -> models.MessageIn:
-    """A message given as a mapping with ``payload`` and optional fields."""
+    """A message given as a mapping with ``payload`` and optional fields (``context``: the
+    trace context it gets unless it has one; default the current span's)."""
     if not isinstance(item, Mapping) or "payload" not in item:
         raise errors.ValidationError(
             "each message needs a payload", details=[{"field": "payload", "message": "required"}]
         )
     fields = {k: v for k, v in item.items() if v is not None}
     fields["payload"] = payload_text(item["payload"], max_json_depth)
+    _with_context(fields, telemetry.current_fields() if context is None else context)
     result: models.MessageIn = convert(fields, models.MessageIn)
     return result
 
@@ -128,6 +141,7 @@ def messages_in(
     fast path).
     """
     batch = list(items)
+    context = telemetry.current_fields()
     bodies: list[dict[str, Any]] = []
     try:
         for item in batch:
@@ -139,10 +153,11 @@ def messages_in(
                 raise _OneByOne  # it may be too deep or hold a bad number: check it precisely
             raw = msgspec.Raw(text)
             if len(item) == 1:  # the common case: nothing but the payload
-                body = {"payload": raw}
+                body = {"payload": raw, **context}
             else:
                 body = {k: v for k, v in item.items() if v is not None}
                 body["payload"] = raw
+                _with_context(body, context)
             bodies.append(body)
         result: list[models.MessageIn] = msgspec.convert(bodies, _MESSAGE_LIST)
         return result
@@ -152,7 +167,8 @@ def messages_in(
     out: list[models.MessageIn] = []
     for i, item in enumerate(batch):
         try:
-            out.append(message_from_mapping(item, max_json_depth=max_json_depth))
+            out.append(message_from_mapping(item, max_json_depth=max_json_depth,
+                                            context=context))
         except errors.ValidationError as exc:
             raise errors.ValidationError(
                 f"message {i}: {exc.message}", details=exc.details

@@ -17,7 +17,7 @@ from urllib.parse import quote
 import httpx
 import msgspec
 
-from sqew import __version__, errors, jsonlimits, models
+from sqew import __version__, errors, jsonlimits, models, telemetry
 from sqew.client import tls
 from sqew.client.arguments import convert, key_create, key_id, message_in, messages_in
 from sqew.client.base import Client
@@ -106,6 +106,7 @@ class HttpClient(Client):
             if signed and self._hmac_secret is not None:  # over the very bytes sent
                 all_headers[signing.HEADER] = signing.header(self._hmac_secret, content)
         all_headers.update(headers or {})
+        telemetry.inject_headers(all_headers)  # the server's span continues the caller's trace
         query = {k: v for k, v in (params or {}).items() if v is not None}
         try:
             response = self._http.request(

@@ -221,5 +221,5 @@ def _row(q: QueueRow | QueueLimits, m: models.MessageIn, index: int, now: int) -
     return (
         q.id, payload.decode(), m.priority,
         _encode(m.attributes).decode() if m.attributes else None,
-        now, now + m.delay_ms, now + ttl, q.lifo,
+        now, now + m.delay_ms, now + ttl, q.lifo, m.traceparent, m.tracestate,
     )

@@ -17,12 +17,14 @@ thread pool as ``offload``.
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import msgspec
+from opentelemetry.trace import Tracer
 
 from sqew import errors, models
 from sqew.backends.base import Backend, KeyRow, Tx
@@ -73,6 +75,8 @@ class QueueService:
             server's; build the service on it) instead of one transaction per call.
         offload: runs blocking reads and long writes (a server: its thread pool).
         observer: told about each write transaction (a server's metrics).
+        tracer: trace operations and transactions with it (``sqew.core.tracing``); None
+            (tracing off): nothing is traced and nothing checks whether to trace.
     """
 
     def __init__(
@@ -85,15 +89,28 @@ class QueueService:
         group_commit: bool = False,
         offload: Offload[Any] = inline,
         observer: WriteObserver = NO_OBSERVER,
+        tracer: Tracer | None = None,
     ) -> None:
         self.backend = backend
         self.clock = clock
         self.waiter = backend.waiter()
         self._rng = rng or random.Random()
         self._offload = offload
+        self._read_spans: Callable[[Callable[[], Any]], Callable[[], Any]] | None = None
         self._direct = DirectWriter(backend, clock, self.waiter, observer)
         self._writer: Writer = self._direct
-        if group_commit:
+        if tracer is not None:
+            from sqew.core import tracing
+
+            self._direct = tracing.TracedDirectWriter(
+                backend, clock, self.waiter, tracer, observer)
+            self._writer = self._direct
+            if group_commit:
+                self._writer = tracing.TracedGroupWriter(
+                    backend, clock, self.waiter, offload, tracer, observer)
+            tracing.instrument(self, tracer)
+            self._read_spans = functools.partial(tracing.read_span, tracer, backend)
+        elif group_commit:
             from sqew.core.group_commit import GroupWriter
 
             self._writer = GroupWriter(backend, clock, self.waiter, offload, observer)
@@ -125,6 +142,8 @@ class QueueService:
             with self.backend.read() as tx:
                 return fn(tx, self.clock())
 
+        if self._read_spans is not None:
+            run = self._read_spans(run)
         result: T = await self._offload(run)
         return result
 

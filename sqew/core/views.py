@@ -60,6 +60,8 @@ def _message_fields(row: MessageRow, queue_name: str) -> dict[str, Any]:
         "expires_at": row.expires_at,
         "last_error": row.last_error,
         "origin_queue": _origin(row),
+        "traceparent": _unset_if_none(row.traceparent),
+        "tracestate": _unset_if_none(row.tracestate),
     }
 
 
@@ -80,6 +82,10 @@ def leased(row: MessageRow, q: QueueRow) -> models.LeasedMessage:
         token=row.token or "",
         lease_expires_at=row.lease_expires_at or 0,
     )
+    if row.traceparent is not None:  # only when the producer sent trace context (SPEC §2)
+        m.traceparent = row.traceparent
+        if row.tracestate is not None:
+            m.tracestate = row.tracestate
     if q.hmac_secret:
         m.signature = signing.sign(q.hmac_secret, row.payload)
     return m
@@ -88,6 +94,10 @@ def leased(row: MessageRow, q: QueueRow) -> models.LeasedMessage:
 def _origin(row: MessageRow) -> str | msgspec.UnsetType:
     """A DLQ message's original queue; absent (not null) on other messages (SPEC §2)."""
     return msgspec.UNSET if row.origin_queue is None else row.origin_queue
+
+
+def _unset_if_none(value: str | None) -> str | msgspec.UnsetType:
+    return msgspec.UNSET if value is None else value
 
 
 def stats(

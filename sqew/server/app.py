@@ -24,11 +24,12 @@ from litestar.datastructures import State
 from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Receive, Scope, Send
 from litestar.utils.scope.state import ScopeState
+from opentelemetry.trace import TracerProvider
 
-from sqew import errors
+from sqew import errors, telemetry
 from sqew.config import Settings
 from sqew.core.clock import Clock, system_clock
-from sqew.server import access, auth, openapi
+from sqew.server import access, auth, openapi, tracing
 from sqew.server import errors as server_errors
 from sqew.server.routes import dlq, keys, messages, ops, queues
 from sqew.server.runtime import Runtime
@@ -40,6 +41,7 @@ log = logging.getLogger("sqew.server")
 def create_app(
     settings: Settings | None = None, *, clock: Clock = system_clock,
     rng: random.Random | None = None, reaper_timer: bool = True,
+    tracer_provider: TracerProvider | None = None,
 ) -> Litestar:
     """The sqew REST app for ``settings``.
 
@@ -49,10 +51,15 @@ def create_app(
         rng: the randomness of backoff jitter (tests seed it for repeatable runs).
         reaper_timer: reap on a wall-clock timer every ``reap_interval_ms``; off, polls and
             reads still reap once due by ``clock`` (a test on a ManualClock decides when).
+        tracer_provider: trace requests, operations and transactions with it (tests, a
+            program embedding the server). Without one, a server traces when the process has
+            an OpenTelemetry SDK set up, or when ``OTEL_TRACES_EXPORTER`` names an exporter
+            (``sqew.telemetry.server_tracing``); otherwise it runs no tracing code at all.
     """
     settings = settings or Settings()
     auth.check_routes(ROUTES)
-    rt = Runtime(settings, clock, rng=rng, reaper_timer=reaper_timer)
+    rt = Runtime(settings, clock, rng=rng, reaper_timer=reaper_timer,
+                 tracer_provider=tracer_provider)
     restore: list[Callable[[], None]] = []
 
     async def startup() -> None:
@@ -72,6 +79,8 @@ def create_app(
         # Metrics outermost: they see the status of every answer, a cancelled request's too.
         middleware=[
             *([rt.metrics.middleware] if settings.metrics else []),
+            # Decided once, here: a server without tracing has no tracing middleware.
+            *([tracing.middleware(rt)] if telemetry.wanted(tracer_provider) else []),
             answer_cancelled, auth.middleware(rt.auth),
         ],
         request_max_body_size=settings.max_body_bytes,

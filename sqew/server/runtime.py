@@ -4,7 +4,8 @@ The service is built with the group commit on the event loop and the thread pool
 ``offload`` for blocking reads and long writes; handlers await its methods directly, so a
 waiting long poll holds no thread. The pool is fixed, not anyio's elastic one: the SQLite
 backend keeps one connection per thread, and threads that come and go would leave connections
-behind. Work handed to the pool carries the caller's context variables (tracing will need them).
+behind. Work handed to the pool carries the caller's context variables (the current span,
+when tracing).
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from litestar import Request
+from opentelemetry.trace import TracerProvider
 
-from sqew import errors
+from sqew import errors, telemetry
 from sqew.backends import open_backend
 from sqew.config import Settings
 from sqew.core.clock import Clock, system_clock
@@ -42,16 +44,22 @@ class Runtime:
         clock: the service's clock (tests inject a ManualClock).
         rng: backoff jitter's randomness (see ``create_app``).
         reaper_timer: reap on a wall-clock timer (see ``create_app``).
+        tracer_provider: trace with it (see ``create_app``); else as the process's
+            OpenTelemetry setup or ``OTEL_*`` environment says (``telemetry.server_tracing``).
     """
 
     def __init__(
         self, settings: Settings, clock: Clock = system_clock, *,
         rng: random.Random | None = None, reaper_timer: bool = True,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         self.settings = settings
         self.clock = clock
         self._rng = rng
         self._reaper_timer = reaper_timer
+        self._tracer_provider = tracer_provider
+        self.tracing: telemetry.Tracing | None = None
+        """The process's tracing, set up at startup (None: off)."""
         self._service: QueueService | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._reaper: asyncio.Task[None] | None = None
@@ -74,14 +82,17 @@ class Runtime:
         trace = logging.getLogger("sqew.sql").debug if s.trace_sql else None
         backend = open_backend(s.db, durability=s.durability, trace=trace)
         self._pool = ThreadPoolExecutor(s.threads, thread_name_prefix="sqew-db")
+        self.tracing = telemetry.server_tracing(self._tracer_provider)  # in every worker
         try:
             self._service = QueueService(
                 backend, clock=self.clock, reap_interval_ms=s.reap_interval_ms,
                 group_commit=s.group_commit, offload=self.offload, rng=self._rng,
                 observer=self.metrics.observer,
+                tracer=None if self.tracing is None else self.tracing.tracer,
             )
         except BaseException:
             backend.close()
+            self._close_tracing()
             raise
         if self._reaper_timer:
             self._reaper = asyncio.get_running_loop().create_task(self._reap_forever())
@@ -113,6 +124,16 @@ class Runtime:
             self._service.close()
             log.info("shutdown finished: database closed", extra={"event": "shutdown_finished"})
         self.metrics.close()
+        self._close_tracing()
+
+    def _close_tracing(self) -> None:
+        """Export the spans still buffered (a provider set up here) and stop tracing."""
+        if self.tracing is not None:
+            try:
+                self.tracing.close()
+            except Exception:  # an exporter that fails must not fail the shutdown
+                log.exception("exporting the last spans failed")
+            self.tracing = None
 
     async def _reap_forever(self) -> None:
         """Remove expired messages and end last leases even when nobody polls.

@@ -10,6 +10,10 @@ What DESIGN.md states, encoded here:
 - ``core ← server``: the server never imports the CLI.
 - "The CLI imports ``server`` only inside ``serve``": only ``sqew/cli/serve.py`` imports
   ``sqew.server``, and only inside a function (so ``sqew --help`` never loads the web stack).
+- ``telemetry`` (traces) is used by the core, the clients and the server alike, so it sits just
+  above ``models``: it imports no sqew module but ``errors`` and ``models``, and nothing of
+  HTTP or the CLI; the core reaches OpenTelemetry through its API only (never the SDK, an
+  optional extra that only a server sets up, through ``telemetry``).
 """
 
 from __future__ import annotations
@@ -103,7 +107,7 @@ def violations(files: list[Path], forbidden: tuple[str, ...]) -> list[str]:
 
 def test_the_sources_exist() -> None:
     # Guards against a rule passing vacuously because a directory moved.
-    for sub in ("core", "backends", "cli", "server", "errors.py", "models.py"):
+    for sub in ("core", "backends", "cli", "server", "errors.py", "models.py", "telemetry.py"):
         assert sources(sub), f"sqew/{sub} not found"
     assert any(i.module == "litestar" for f in sources("server") for i in imports_of(f))
 
@@ -123,6 +127,20 @@ def test_errors_and_models_import_no_sqew_module_but_each_other(leaf: str) -> No
         and not (imp.stem and imp.module == "sqew")
     ]
     assert bad == []
+
+
+def test_telemetry_sits_on_models_and_the_engine_uses_only_the_opentelemetry_api() -> None:
+    allowed = {"sqew.errors", "sqew.models"}
+    telemetry = sources("telemetry.py")
+    bad = [
+        f"line {imp.line}: {imp.module}"
+        for imp in imports_of(telemetry[0])
+        if is_under(imp.module, "sqew") and imp.module not in allowed
+        and not (imp.stem and imp.module == "sqew")
+    ]
+    assert bad == []
+    assert violations(telemetry, ENGINE_FORBIDDEN) == []
+    assert violations(sources("core", "backends"), ("opentelemetry.sdk",)) == []
 
 
 def test_the_cli_reaches_the_engine_only_through_a_client() -> None:

@@ -23,7 +23,7 @@ from sqew.backends.sqlite.session import SqliteWriteSession
 from sqew.backends.sqlite.tx import SqliteTx
 from sqew.backends.sqlite.waiter import SqliteWaiter
 
-SCHEMA_HEAD = "0003"
+SCHEMA_HEAD = "0004"
 """The Alembic head revision this code writes (a test keeps it equal to Alembic's head).
 
 Known here so that opening an up-to-date database costs one query, without importing

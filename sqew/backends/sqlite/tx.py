@@ -23,7 +23,8 @@ class SqliteTx(SqlTx):
     # own tuples needs no conversion (this is the enqueue hot path).
     _INSERT = (
         "INSERT INTO messages (queue_id, payload, priority, attributes, attempts, enqueued_at, "
-        "available_at, expires_at, lifo) VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?)"
+        "available_at, expires_at, lifo, traceparent, tracestate) "
+        "VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)"
     )
 
     def insert_messages(self, rows: Sequence[NewMessage]) -> list[int]:

@@ -6,6 +6,7 @@ single ack or nack that fails answers with the error codes, a batch with per-ite
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 import msgspec
@@ -47,6 +48,24 @@ SignatureHeader = Annotated[
         "time; several v1= may be given (one must match)"),
         schema_extra={"pattern": r"^t=[0-9]+(,v1=[0-9a-f]{64})+" + models.END_OF_TEXT}),
 ]
+_TRACEPARENT = re.compile(models.TRACEPARENT_PATTERN.encode())
+_TRACESTATE = re.compile(models.TRACESTATE_PATTERN.encode())
+# Read by the handler from the raw headers (``_trace_context``): a repeated traceparent is
+# malformed (W3C), repeated tracestate headers are one list.
+TraceparentHeader = Annotated[
+    str | None,
+    HeaderParameter(name="traceparent", description=(
+        "W3C Trace Context of the producer: stored with the message (each message of a batch "
+        "without a traceparent of its own) and returned on its leased message; the request's "
+        "span continues this trace"),
+        schema_extra={"pattern": models.TRACEPARENT_PATTERN}),
+]
+TracestateHeader = Annotated[
+    str | None,
+    HeaderParameter(name="tracestate", description="W3C tracestate, kept with a traceparent",
+                    schema_extra={"max_length": models.TRACESTATE_MAX,
+                                  "pattern": models.TRACESTATE_PATTERN}),
+]
 Batch = Annotated[int, Parameter(ge=1, le=models.MAX_POLL_BATCH, description="most messages")]
 WaitMs = Annotated[int, Parameter(ge=0, le=models.MAX_WAIT_MS, description="long-poll wait")]
 VisibilityMs = Annotated[
@@ -66,12 +85,15 @@ PeekLimit = Annotated[int, Parameter(ge=1, le=100, description="most messages")]
       summary="Enqueue messages")
 async def enqueue(
     request: Req, q: wire.QueuePath, idempotency_key: IdempotencyHeader = None,
-    x_sqew_signature: SignatureHeader = None,
+    x_sqew_signature: SignatureHeader = None, traceparent: TraceparentHeader = None,
+    tracestate: TracestateHeader = None,
 ) -> ASGIApp:
     """Enqueue one message, or ``{"messages": [...]}`` (≤ 1000, all or nothing).
 
     On a queue with an ``hmac_secret`` the request must carry a valid ``X-Sqew-Signature``
     over its exact body (a batch is signed as one body), else 401 ``InvalidSignature``.
+    A ``traceparent`` header (and ``tracestate``) is stored with each message that has no
+    ``traceparent`` field of its own.
     """
     rt = runtime(request)
     body = await wire.read_body(request, rt.settings.max_body_bytes)
@@ -79,6 +101,7 @@ async def enqueue(
     proof = signing.Proof(None if x_sqew_signature is None else _signature(request), body)
     if idempotency_key is not None:
         idempotency_key = _idempotency_key(request)
+    context = None if traceparent is None else _trace_context(request)
     if _MESSAGES.match(body):
         if idempotency_key is not None:
             raise errors.ValidationError(
@@ -87,12 +110,17 @@ async def enqueue(
                 details=[{"field": "Idempotency-Key", "message": "not allowed with a batch"}],
             )
         batch = wire.decode_batch(body, rt.settings.max_json_depth)
-        results = await rt.service.enqueue(q, batch.messages, proof)
+        messages = batch.messages
+        if context is not None:
+            messages = [_with_context(m, context) for m in messages]
+        results = await rt.service.enqueue(q, messages, proof)
         rt.metrics.duplicates(q, sum(r.duplicate for r in results))
         return JsonResponse(models.EnqueueBatchResult(results), 201)
     message = wire.decode_message(body, rt.settings.max_json_depth)
     if idempotency_key is not None:
         message = _with_key(message, idempotency_key)
+    if context is not None:
+        message = _with_context(message, context)
     (result,) = await rt.service.enqueue(q, [message], proof)
     if result.duplicate:
         rt.metrics.duplicates(q, 1)
@@ -114,6 +142,36 @@ def _idempotency_key(request: Req) -> str:
                                  "in": "header"}],
         )
     return key.decode("ascii")
+
+
+def _trace_context(request: Req) -> tuple[str, str | None]:
+    """The request's ``traceparent`` header (only called when there is one) and its
+    ``tracestate`` (repeated headers joined with ","), checked: they are stored."""
+    parents = [v for k, v in request.scope["headers"] if k == b"traceparent"]
+    if len(parents) != 1 or not _TRACEPARENT.match(parents[0]):
+        rule = models.PATTERN_HINTS[models.TRACEPARENT_PATTERN]
+        message = rule if len(parents) == 1 else f"give one traceparent, not {len(parents)}"
+        raise errors.ValidationError(
+            f"traceparent header must be {rule}" if len(parents) == 1 else message,
+            details=[{"field": "traceparent", "message": message, "in": "header"}],
+        )
+    states = [v for k, v in request.scope["headers"] if k == b"tracestate"]
+    state = b",".join(states)
+    if len(state) > models.TRACESTATE_MAX or not _TRACESTATE.match(state):
+        rule = (f"at most {models.TRACESTATE_MAX} characters of "
+                f"{models.PATTERN_HINTS[models.TRACESTATE_PATTERN]}")
+        raise errors.ValidationError(
+            f"tracestate header must be {rule}",
+            details=[{"field": "tracestate", "message": rule, "in": "header"}],
+        )
+    return parents[0].decode("ascii"), state.decode("ascii") or None
+
+
+def _with_context(message: models.MessageIn, context: tuple[str, str | None]) -> models.MessageIn:
+    """``message`` with the request's trace context, unless it has its own."""
+    if message.traceparent is not None:
+        return message
+    return msgspec.structs.replace(message, traceparent=context[0], tracestate=context[1])
 
 
 def _signature(request: Req) -> str:
