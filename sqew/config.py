@@ -78,6 +78,16 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
         auth_failures_per_minute: failed key attempts a client address may make per minute
             and process before it is answered 429 ``RateLimited`` (its right key too); 0: no
             limit.
+        overload_pending_writes: backpressure (``sqew.core.pressure``): a server process
+            refuses enqueues with 503 ``Overloaded`` and ``Retry-After`` while more write
+            operations than this wait for its group commit; 0: not this measure. Polls, acks,
+            nacks and extends are never refused. It accepts enqueues again once every measure
+            is below half its threshold.
+        overload_wal_bytes: backpressure: refuse enqueues while the database's write log not
+            yet copied into it (SQLite's WAL) holds more bytes than this; 0: not this measure.
+        overload_commit_ms: backpressure: refuse enqueues while a group commit's transaction
+            (waiting for the write lock included) takes longer than this on a moving average
+            (about the last second); 0: not this measure.
     """
 
     db: str = "sqew.db"
@@ -111,6 +121,10 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     insecure: bool = False
     auth_cache_size: Positive = 10_000
     auth_failures_per_minute: Annotated[int, Meta(ge=0)] = 30
+    # Backpressure and background work (issue 13)
+    overload_pending_writes: Annotated[int, Meta(ge=0)] = 4096
+    overload_wal_bytes: Annotated[int, Meta(ge=0)] = 1024 * 1024 * 1024
+    overload_commit_ms: Annotated[int, Meta(ge=0)] = 1000
 
     @classmethod
     def load(

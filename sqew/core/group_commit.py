@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
@@ -30,6 +31,7 @@ from sqew import errors
 from sqew.backends.base import Backend, Tx, Waiter, WriteSession
 from sqew.backends.errors import translate
 from sqew.core.clock import Clock
+from sqew.core.pressure import Pressure
 from sqew.core.writer import Offload, Op, Outcome, Writer
 
 R = TypeVar("R")
@@ -60,10 +62,13 @@ class GroupWriter(Writer):
         waiter: told which queues a group's committed operations changed.
         offload: runs blocking steps (waits; every statement if the backend's may not run
             on the loop).
+        pressure: told after each group how many operations wait and how long its
+            transaction took (backpressure; None: not measured).
     """
 
     def __init__(
-        self, backend: Backend, clock: Clock, waiter: Waiter, offload: Offload[Any]
+        self, backend: Backend, clock: Clock, waiter: Waiter, offload: Offload[Any],
+        pressure: Pressure | None = None,
     ) -> None:
         self._session: WriteSession = backend.write_session()
         self._on_loop = backend.statements_on_loop
@@ -74,12 +79,16 @@ class GroupWriter(Writer):
         self._pending: list[Item] = []
         self._drain: asyncio.Task[None] | None = None
         self._closed = False
+        self._pressure = pressure
 
     async def write(self, op: Op[R]) -> R:
         return await self._add(op)
 
-    def submit(self, op: Op[Any]) -> None:
-        self._add(op).add_done_callback(_log_failure)
+    def submit(self, op: Op[R], then: Callable[[R | None], None] | None = None) -> None:
+        future = self._add(op)
+        future.add_done_callback(_log_failure)
+        if then is not None:
+            future.add_done_callback(lambda f: then(_result(f)))
 
     def _add(self, op: Op[R]) -> asyncio.Future[R]:
         if self._closed:
@@ -109,7 +118,11 @@ class GroupWriter(Writer):
             while self._pending:
                 group = self._pending[:MAX_GROUP]
                 del self._pending[:MAX_GROUP]
+                started = time.monotonic()
                 await self._commit(group)
+                if self._pressure is not None:
+                    self._pressure.observe(len(self._pending), time.monotonic() - started,
+                                           self._session.write_backlog())
         finally:
             self._drain = None
 
@@ -236,6 +249,12 @@ def _run_unit(tx: Tx, unit: Unit, now: int) -> list[tuple[Item, Outcome]]:
     ops = [op for op, _ in unit]
     outcomes = type(ops[0]).run_merged(tx, ops, now)
     return list(zip(unit, outcomes, strict=True))
+
+
+def _result(future: asyncio.Future[R]) -> R | None:
+    if future.cancelled() or future.exception() is not None:
+        return None
+    return future.result()
 
 
 def _log_failure(future: asyncio.Future[Any]) -> None:

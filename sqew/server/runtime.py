@@ -24,8 +24,10 @@ from sqew import errors
 from sqew.backends import open_backend
 from sqew.config import Settings
 from sqew.core.clock import Clock, system_clock
+from sqew.core.pressure import Thresholds
 from sqew.core.service import QueueService
 from sqew.server.authenticator import Authenticator
+from sqew.server.background import Background
 from sqew.server.metrics import Metrics
 
 T = TypeVar("T")
@@ -53,9 +55,10 @@ class Runtime:
         self._reaper_timer = reaper_timer
         self._service: QueueService | None = None
         self._pool: ThreadPoolExecutor | None = None
-        self._reaper: asyncio.Task[None] | None = None
+        self._timer: asyncio.Task[None] | None = None
         self.draining = False
         self.metrics = Metrics()
+        self.background = Background(self, reap=reaper_timer)
         self.waiting_polls = 0  # long polls (wait_ms > 0) in progress (max_waiting_polls)
         self.auth = Authenticator(self)
 
@@ -68,7 +71,7 @@ class Runtime:
 
     # --- lifecycle ------------------------------------------------------------------------------
     def startup(self) -> None:
-        """Open the database, build the service on this loop, start the reaper."""
+        """Open the database, build the service on this loop, start the background timer."""
         s = self.settings
         trace = logging.getLogger("sqew.sql").debug if s.trace_sql else None
         backend = open_backend(s.db, durability=s.durability, trace=trace)
@@ -77,12 +80,15 @@ class Runtime:
             self._service = QueueService(
                 backend, clock=self.clock, reap_interval_ms=s.reap_interval_ms,
                 group_commit=s.group_commit, offload=self.offload, rng=self._rng,
+                reap_when_due=not self._reaper_timer,
+                backpressure=Thresholds(s.overload_pending_writes, s.overload_wal_bytes,
+                                        s.overload_commit_ms),
             )
         except BaseException:
             backend.close()
             raise
-        if self._reaper_timer:
-            self._reaper = asyncio.get_running_loop().create_task(self._reap_forever())
+        self.background.watch(self._service.pressure)
+        self._timer = asyncio.get_running_loop().create_task(self.background.run_forever())
         self.auth.start()
 
     def begin_shutdown(self) -> None:
@@ -94,10 +100,11 @@ class Runtime:
     async def shutdown(self) -> None:
         """Wake waiters, let running calls finish, close the database."""
         self.begin_shutdown()
-        if self._reaper is not None:
-            self._reaper.cancel()
+        if self._timer is not None:
+            self._timer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._reaper
+                await self._timer
+        self.background.release()
         if self._service is not None:
             await self.auth.stop()  # records the last uses of keys
             await self._service.drain()  # pending group commits may still offload waits
@@ -105,16 +112,6 @@ class Runtime:
             await asyncio.get_running_loop().run_in_executor(None, self._pool.shutdown)
         if self._service is not None:
             self._service.close()
-
-    async def _reap_forever(self) -> None:
-        """Remove expired messages and end last leases even when nobody polls."""
-        interval = self.settings.reap_interval_ms / 1000
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await self.service.reap()
-            except Exception:  # keep reaping; a locked or closing database is retried later
-                log.exception("reaping expired messages failed")
 
     # --- calls ----------------------------------------------------------------------------------
     def offload(self, fn: Callable[[], T]) -> Awaitable[T]:
