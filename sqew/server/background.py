@@ -147,7 +147,7 @@ class Background:
                 log.warning("cannot take the reaper's lead: %s", exc.message)
                 return
             if self._lead is None:
-                log.debug("another process leads the reaper")
+                log.debug("another process leads the reaper (pid %d follows)", os.getpid())
                 return
             log.info("this process (pid %d) leads the reaper", os.getpid(),
                      extra={"pid": os.getpid()})
