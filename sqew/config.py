@@ -84,6 +84,16 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
         metrics: count requests, database transactions, long polls, duplicates and
             rejections for /metrics (off: /metrics shows only what it reads from the database
             at scrape time: the queues' depths and counters).
+        overload_pending_writes: backpressure (``sqew.core.pressure``): a server process
+            refuses enqueues with 503 ``Overloaded`` and ``Retry-After`` while more write
+            operations than this wait for its group commit; 0: not this measure. Polls, acks,
+            nacks and extends are never refused. It accepts enqueues again once every measure
+            is below half its threshold.
+        overload_wal_bytes: backpressure: refuse enqueues while the database's write log not
+            yet copied into it (SQLite's WAL) holds more bytes than this; 0: not this measure.
+        overload_commit_ms: backpressure: refuse enqueues while a group commit's transaction
+            (waiting for the write lock included) takes longer than this on a moving average
+            (about the last second); 0: not this measure.
     """
 
     db: str = "sqew.db"
@@ -120,6 +130,10 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     auth_failures_per_minute: Annotated[int, Meta(ge=0)] = 30
     # Metrics (issue 13)
     metrics: bool = True
+    # Backpressure and background work (issue 13)
+    overload_pending_writes: Annotated[int, Meta(ge=0)] = 4096
+    overload_wal_bytes: Annotated[int, Meta(ge=0)] = 1024 * 1024 * 1024
+    overload_commit_ms: Annotated[int, Meta(ge=0)] = 1000
 
     @classmethod
     def load(

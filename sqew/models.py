@@ -471,3 +471,18 @@ class Health(Struct):
     """Body of ``/healthz``."""
 
     status: str
+
+
+class Readiness(Struct):
+    """Body of ``/readyz`` when ready (200: the database answers at the newest schema).
+
+    ``overloaded``: the server process that answered refuses enqueues now (backpressure,
+    ``overload_reasons`` names the measures past their threshold: ``pending_writes``,
+    ``wal_bytes``, ``commit_ms``) while it still serves polls, acks, nacks and extends, so it
+    stays ready. ``reaper_leader``: that process runs the reaper for the database.
+    """
+
+    status: str
+    overloaded: bool = False
+    overload_reasons: list[str] = msgspec.field(default_factory=list)
+    reaper_leader: bool = False

@@ -19,6 +19,8 @@ What a second backend (PostgreSQL, say) implements:
   in-process half) and a ``Backend`` (connections, transactions, schema checks, and
   ``statements_on_loop``: whether a group's statements may run on the event loop): see those
   classes below;
+- ``Backend.try_lead``: the one process per database that does background work (SQLite: a
+  lock file of the role; PostgreSQL: an advisory lock held by a session);
 - an entry in ``sqew.backends.open_backend`` and in the contract suite's targets.
 """
 
@@ -246,6 +248,12 @@ class Tx(abc.ABC):
         """Delete up to ``limit`` archived messages of a queue acked at or before
         ``acked_before`` (past the queue's retention); returns how many."""
 
+    @abc.abstractmethod
+    def reap_archive_head(self, queue_id: int, acked_before: int, limit: int) -> int:
+        """Of the ``limit`` archived messages of a queue with the smallest ids, delete those
+        acked at or before ``acked_before``; returns how many (bounded work for the reaper:
+        the archive has no index on ``acked_at``)."""
+
     # --- API keys -------------------------------------------------------------------------------
     @abc.abstractmethod
     def insert_key(self, row: KeyRow) -> None:
@@ -313,6 +321,12 @@ class WriteSession(abc.ABC):
     def close(self) -> None:
         """Roll back whatever is open and close the connection."""
 
+    def write_backlog(self) -> int | None:
+        """Bytes committed but not yet copied into the database proper (SQLite: the WAL's
+        frames not checkpointed yet, as last seen after a checkpoint); None where the backend
+        does not know (backpressure then ignores it). Cheap: no statement, a value kept."""
+        return None
+
 
 class Waiter(abc.ABC):
     """Wakes long polls when messages of their queue may have become ready.
@@ -349,6 +363,20 @@ class Waiter(abc.ABC):
         """Wake every wait for good (shutdown)."""
 
 
+class Lead(abc.ABC):
+    """This process's turn at a role (``Backend.try_lead``): only one process per database
+    holds a role at a time, until it releases it or dies."""
+
+    @property
+    @abc.abstractmethod
+    def held(self) -> bool:
+        """False once lost (the connection holding it dropped)."""
+
+    @abc.abstractmethod
+    def release(self) -> None:
+        """Let another process take the role (idempotent)."""
+
+
 class Backend(abc.ABC):
     """A database holding sqew's schema."""
 
@@ -372,6 +400,16 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def waiter(self) -> Waiter:
         """The long polls' waiter for this database (one per service)."""
+
+    @abc.abstractmethod
+    def try_lead(self, role: str) -> Lead | None:
+        """Become the one process per database doing ``role`` ("reaper"), without waiting: a
+        held Lead, or None when another process holds it.
+
+        The lead is held while this process lives (released by ``Lead.release``, or by the
+        operating system or the database when the process dies), so a follower that asks
+        again later takes over from a leader that died.
+        """
 
     @abc.abstractmethod
     def maintain(self) -> None:

@@ -362,6 +362,14 @@ class SqlTx(QueueStatements, KeyStatements, ScanStatements, Tx):
             {"q": queue_id, "before": acked_before, "n": limit},
         )
 
+    def reap_archive_head(self, queue_id: int, acked_before: int, limit: int) -> int:
+        # Reads at most ``limit`` index entries and rows, however large the archive.
+        return self._rowcount(
+            "DELETE FROM archive WHERE id IN (SELECT id FROM (SELECT id, acked_at FROM archive "
+            "WHERE queue_id = :q ORDER BY id LIMIT :n) AS head WHERE acked_at <= :before)",
+            {"q": queue_id, "before": acked_before, "n": limit},
+        )
+
 
 @functools.lru_cache(maxsize=INSERT_CHUNK)
 def _insert_sql(rows: int) -> str:

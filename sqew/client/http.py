@@ -312,9 +312,10 @@ class HttpClient(Client):
     def health(self) -> models.Health:
         return self._call(models.Health, "GET", "/healthz")
 
-    def ready(self) -> models.Health:
-        """``/readyz``: raises ``Unavailable`` unless the database answers at the newest schema."""
-        return self._call(models.Health, "GET", "/readyz")
+    def ready(self) -> models.Readiness:
+        """``/readyz``: raises ``Unavailable`` unless the database answers at the newest schema;
+        says whether the server process that answered is overloaded (backpressure)."""
+        return self._call(models.Readiness, "GET", "/readyz")
 
     def metrics(self) -> str:
         """The server's ``/metrics`` in the Prometheus text format."""

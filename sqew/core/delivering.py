@@ -29,25 +29,25 @@ def dlq_of(tx: Tx, q: QueueRow) -> QueueRow:
     return dlq
 
 
-def dead_letter_ended(tx: Tx, q: QueueRow, now: int) -> str | None:
-    """Dead-letter the messages of ``q`` whose last allowed lease ended at or before ``now``;
-    the name of the DLQ if any moved."""
+def dead_letter_ended(tx: Tx, q: QueueRow, now: int) -> tuple[str | None, int]:
+    """Dead-letter the messages of ``q`` whose last allowed lease ended at or before ``now``:
+    the name of the DLQ if any moved, and how many."""
     if q.parent_id is not None:  # a DLQ has no DLQ of its own
-        return None
+        return None, 0
     dlq = dlq_of(tx, q)
     moved = tx.dead_letter_expired(q.id, now, q.max_attempts, dlq, q.name)
     if not moved:
-        return None
+        return None, 0
     tx.add_counters(q.id, depth=-moved, dead_lettered_total=moved)
     tx.add_counters(dlq.id, depth=moved)
-    return dlq.name
+    return dlq.name, moved
 
 
 def expire_leases(tx: Tx, q: QueueRow, now: int) -> str | None:
     """Leases that ended at or before ``now``: dead-letter those on their last allowed
     attempt, make the others ready again (their token stays valid until a new lease). The
     DLQ's name if messages moved there."""
-    dlq = dead_letter_ended(tx, q, now)
+    dlq, _ = dead_letter_ended(tx, q, now)
     tx.release_expired(q.id, now)
     return dlq
 

@@ -31,6 +31,7 @@ from sqew import errors
 from sqew.backends.base import Backend, Tx, Waiter, WriteSession
 from sqew.backends.errors import translate
 from sqew.core.clock import Clock
+from sqew.core.pressure import Pressure
 from sqew.core.writer import NO_OBSERVER, Offload, Op, Outcome, WriteObserver, Writer
 
 R = TypeVar("R")
@@ -62,11 +63,14 @@ class GroupWriter(Writer):
         offload: runs blocking steps (waits; every statement if the backend's may not run
             on the loop).
         observer: told each transaction's duration and operation count (metrics).
+        pressure: told after each group how many operations wait and how long its
+            transaction took (backpressure; None: not measured).
     """
 
     def __init__(
         self, backend: Backend, clock: Clock, waiter: Waiter, offload: Offload[Any],
         observer: WriteObserver = NO_OBSERVER,
+        pressure: Pressure | None = None,
     ) -> None:
         self._session: WriteSession = backend.write_session()
         self._on_loop = backend.statements_on_loop
@@ -78,12 +82,16 @@ class GroupWriter(Writer):
         self._pending: list[Item] = []
         self._drain: asyncio.Task[None] | None = None
         self._closed = False
+        self._pressure = pressure
 
     async def write(self, op: Op[R]) -> R:
         return await self._add(op)
 
-    def submit(self, op: Op[Any]) -> None:
-        self._add(op).add_done_callback(_log_failure)
+    def submit(self, op: Op[R], then: Callable[[R | None], None] | None = None) -> None:
+        future = self._add(op)
+        future.add_done_callback(_log_failure)
+        if then is not None:
+            future.add_done_callback(lambda f: then(_result(f)))
 
     def _add(self, op: Op[R]) -> asyncio.Future[R]:
         if self._closed:
@@ -113,7 +121,11 @@ class GroupWriter(Writer):
             while self._pending:
                 group = self._pending[:MAX_GROUP]
                 del self._pending[:MAX_GROUP]
+                started = time.monotonic()
                 await self._commit(group)
+                if self._pressure is not None:
+                    self._pressure.observe(len(self._pending), time.monotonic() - started,
+                                           self._session.write_backlog())
         finally:
             self._drain = None
 
@@ -248,6 +260,12 @@ def _run_unit(tx: Tx, unit: Unit, now: int) -> list[tuple[Item, Outcome]]:
     ops = [op for op, _ in unit]
     outcomes = type(ops[0]).run_merged(tx, ops, now)
     return list(zip(unit, outcomes, strict=True))
+
+
+def _result(future: asyncio.Future[R]) -> R | None:
+    if future.cancelled() or future.exception() is not None:
+        return None
+    return future.result()
 
 
 def _log_failure(future: asyncio.Future[Any]) -> None:

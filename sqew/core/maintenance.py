@@ -1,43 +1,92 @@
-"""Maintenance: the reaper (expired messages, spent idempotency records, ended last leases)
-and compaction.
+"""Maintenance: the reaper (expired messages, spent idempotency records, ended last leases,
+archived messages past retention) and compaction.
 
-The reaper runs at most once per ``reap_interval_ms``: a server runs it on a timer, and every
-poll asks for it too (the embedded Client has no timer). Each run is bounded, so it never holds
-the write lock for long.
+Who reaps: in a server, the one process per database that holds the ``reaper`` lead
+(``Backend.try_lead``) runs it on a timer (``sqew.server.background``); the others do not. The
+embedded Client (the CLI) has no timer: its polls and reads run the reaper once due, and only
+when they can take the lead at that moment, so with a server running on the file the bulk of
+the work stays the server's. Correctness never waits for it: a claim skips expired messages
+and sweeps its own queue's ended leases, so an expired message is never delivered, reaped or
+not. Each run is bounded, so it never holds the write lock for long.
 """
 
 from __future__ import annotations
+
+import logging
+from typing import NamedTuple
 
 from sqew.backends.base import Tx
 from sqew.core.delivering import dead_letter_ended, queue_row
 from sqew.core.writer import Op
 
 REAP_LIMIT = 1000
-"""Most expired messages (and, separately, idempotency records) one run removes per queue."""
+"""Most expired messages (and, separately, idempotency records, and archived messages looked
+at) one run handles per queue."""
 COMPACT_STEP = 10_000
+ROLE = "reaper"
+"""The lead (``Backend.try_lead``) of the process that reaps."""
+log = logging.getLogger("sqew.reaper")
 
 
-class Reap(Op[int]):
-    """Remove expired messages and tombstones, and dead-letter messages whose last allowed
-    lease ended (so stats, peek and the DLQ agree without waiting for the next poll)."""
+class Reaped(NamedTuple):
+    """What one reaper run did, by kind."""
+
+    expired: int = 0
+    """Messages past their ``expires_at`` (TTL, retention, a DLQ's retention) removed."""
+    tombstones: int = 0
+    """Idempotency records past their window removed."""
+    archived: int = 0
+    """Archived (acked) messages past the queue's ``retention_ms`` removed."""
+    dead_lettered: int = 0
+    """Messages whose last allowed lease ended, moved to their DLQ."""
+
+    @property
+    def total(self) -> int:
+        """Everything the run removed or moved."""
+        return self.expired + self.tombstones + self.archived + self.dead_lettered
+
+    def describe(self) -> str:
+        """The counts in words (a log line)."""
+        return (f"{self.expired} expired messages, {self.tombstones} idempotency records and "
+                f"{self.archived} archived messages removed, {self.dead_lettered} "
+                "dead-lettered")
+
+
+class Reap(Op[Reaped]):
+    """Remove expired messages, tombstones and archived messages past retention (a bounded
+    number per queue), and dead-letter messages whose last allowed lease ended (so stats, peek
+    and the DLQ agree without waiting for the next poll)."""
 
     __slots__ = ("notify",)
 
     def __init__(self) -> None:
         self.notify: tuple[str, ...] = ()
 
-    def run(self, tx: Tx, now: int) -> int:
-        removed = 0
+    def run(self, tx: Tx, now: int) -> Reaped:
+        expired = archived = dead = 0
         changed: list[str] = []
         for q in tx.list_queues():
             reaped = tx.reap_messages(q.id, now, REAP_LIMIT)
-            tx.add_counters(q.id, depth=-reaped, expired_total=reaped)
-            removed += reaped
-            dlq = dead_letter_ended(tx, q, now)
+            if reaped:
+                tx.add_counters(q.id, depth=-reaped, expired_total=reaped)
+            expired += reaped
+            if q.archive:  # (an archive switched off later is left to compaction)
+                archived += tx.reap_archive_head(q.id, now - q.retention_ms, REAP_LIMIT)
+            dlq, moved = dead_letter_ended(tx, q, now)
+            dead += moved
             if dlq is not None:
                 changed.append(dlq)
         self.notify = tuple(changed)  # read by the writer after the commit
-        return removed + tx.reap_dedup(None, now, REAP_LIMIT)
+        return Reaped(expired, tx.reap_dedup(None, now, REAP_LIMIT), archived, dead)
+
+
+class Probe(Op[None]):
+    """An empty write: a group with nothing to do (backpressure measures its commit)."""
+
+    __slots__ = ()
+
+    def run(self, tx: Tx, now: int) -> None:
+        return None
 
 
 class Compact(Op[int]):

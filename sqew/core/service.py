@@ -27,12 +27,13 @@ import msgspec
 from opentelemetry.trace import Tracer
 
 from sqew import errors, models
-from sqew.backends.base import Backend, KeyRow, Tx
+from sqew.backends.base import Backend, KeyRow, Lead, Tx
 from sqew.core import administering as admin
 from sqew.core import (
     delivering,
     keys,
     maintenance,
+    pressure,
     producing,
     rules,
     signing,
@@ -68,8 +69,8 @@ class QueueService:
     Args:
         backend: where state lives.
         clock: returns epoch milliseconds (tests inject a manual clock).
-        reap_interval_ms: how often expired messages and tombstones are removed (by the
-            next poll once due, and by a server's timer).
+        reap_interval_ms: how often expired messages and tombstones are removed (by a
+            server's timer, or by the next poll or read once due).
         rng: randomness for backoff jitter.
         group_commit: run writes in shared transactions on the running event loop (a
             server's; build the service on it) instead of one transaction per call.
@@ -77,6 +78,11 @@ class QueueService:
         observer: told about each write transaction (a server's metrics).
         tracer: trace operations and transactions with it (``sqew.core.tracing``); None
             (tracing off): nothing is traced and nothing checks whether to trace.
+        reap_when_due: polls and reads run the reaper once ``reap_interval_ms`` has passed,
+            if this process can take the reaper's lead at that moment (the embedded Client;
+            a server whose timer reaps passes False; see ``sqew.core.maintenance``).
+        backpressure: with ``group_commit``, refuse enqueues (``Overloaded``) while writes
+            back up past these thresholds (``sqew.core.pressure``); None: never.
     """
 
     def __init__(
@@ -90,6 +96,8 @@ class QueueService:
         offload: Offload[Any] = inline,
         observer: WriteObserver = NO_OBSERVER,
         tracer: Tracer | None = None,
+        reap_when_due: bool = True,
+        backpressure: pressure.Thresholds | None = None,
     ) -> None:
         self.backend = backend
         self.clock = clock
@@ -99,6 +107,10 @@ class QueueService:
         self._read_spans: Callable[[Callable[[], Any]], Callable[[], Any]] | None = None
         self._direct = DirectWriter(backend, clock, self.waiter, observer)
         self._writer: Writer = self._direct
+        self.pressure: pressure.Pressure | None = None
+        """The overload state (a server's group commit with ``backpressure``), else None."""
+        if group_commit and backpressure is not None:
+            self.pressure = pressure.Pressure(backpressure)
         if tracer is not None:
             from sqew.core import tracing
 
@@ -107,14 +119,16 @@ class QueueService:
             self._writer = self._direct
             if group_commit:
                 self._writer = tracing.TracedGroupWriter(
-                    backend, clock, self.waiter, offload, tracer, observer)
+                    backend, clock, self.waiter, offload, tracer, observer, self.pressure)
             tracing.instrument(self, tracer)
             self._read_spans = functools.partial(tracing.read_span, tracer, backend)
         elif group_commit:
             from sqew.core.group_commit import GroupWriter
 
-            self._writer = GroupWriter(backend, clock, self.waiter, offload, observer)
+            self._writer = GroupWriter(
+                backend, clock, self.waiter, offload, observer, self.pressure)
         self._reaps = maintenance.ReapSchedule(reap_interval_ms)
+        self._reap_when_due = reap_when_due
 
     # --- running --------------------------------------------------------------------------------
     async def _blocking_write(self, op: Op[T]) -> T:
@@ -122,21 +136,56 @@ class QueueService:
         result: T = await self._offload(lambda: self._direct.run(op))
         return result
 
-    def _maybe_reap(self) -> None:
+    def _reaper_lead(self) -> Lead | None:
+        """The reaper's lead if a reap is due and this process can take it now (the embedded
+        Client; see ``sqew.core.maintenance``), else None."""
+        if not self._reap_when_due or not self._reaps.due(self.clock()):
+            return None
+        try:
+            lead = self.backend.try_lead(maintenance.ROLE)
+        except errors.SqewError as exc:
+            log.info("reaping skipped: %s", exc.message)
+            return None
+        if lead is None:
+            maintenance.log.debug("reaping left to the process that leads the reaper")
+        return lead
+
+    def _reap_ahead(self) -> None:
         """Run the reaper ahead of what follows if it is due, not waited for (a poll: in a
-        group commit the reap and the claim share the group)."""
-        if self._reaps.due(self.clock()):
-            self._writer.submit(maintenance.Reap())
+        group commit the reap and the claim share the group); the lead is let go after."""
+        lead = self._reaper_lead()
+        if lead is None:
+            return
+
+        def then(reaped: maintenance.Reaped | None) -> None:
+            lead.release()
+            if reaped is not None:
+                _log_reaped(reaped)
+
+        try:
+            self._writer.submit(maintenance.Reap(), then)
+        except BaseException:  # (a writer shutting down) the lead is never kept
+            lead.release()
+            raise
+
+    async def _reap_before_read(self) -> None:
+        """Run the reaper first if it is due, and wait for it, so that stats, peek and the DLQ
+        agree about expired messages and ended last leases; a failure (a read-only or busy
+        database) is logged and the read goes on."""
+        lead = self._reaper_lead()
+        if lead is None:
+            return
+        try:
+            reaped = await self._writer.write(maintenance.Reap())
+        except errors.SqewError as exc:
+            log.info("reaping before a read failed: %s", exc.message)
+            return
+        finally:
+            lead.release()
+        _log_reaped(reaped)
 
     async def _read(self, fn: Callable[[Tx, int], T]) -> T:
-        # A server's timer reaps; the embedded Client (the CLI) has none, so its polls and
-        # reads run the reaper when it is due. Reads wait for it, so that stats, peek and
-        # the DLQ agree about expired messages and ended last leases.
-        if self._reaps.due(self.clock()):
-            try:
-                await self._writer.write(maintenance.Reap())
-            except errors.SqewError as exc:  # a read-only or busy database: still read
-                log.info("reaping before a read failed: %s", exc.message)
+        await self._reap_before_read()
 
         def run() -> T:
             with self.backend.read() as tx:
@@ -191,9 +240,14 @@ class QueueService:
                 anyway, and are not checked.
 
         Raises:
+            sqew.errors.Overloaded: writes back up (``backpressure``); nothing was enqueued.
             sqew.errors.InvalidSignature: ``proof`` given, and missing, malformed, outside
                 ``signing.TOLERANCE_S`` of the service's clock, or not matching the body.
         """
+        if self.pressure is not None and self.pressure.overloaded:  # one flag, kept by the writer
+            raise errors.Overloaded(
+                f"the server is overloaded ({self.pressure.describe()}); enqueue later, "
+                "polls and acks go on", retry_after=pressure.RETRY_AFTER_S)
         return await self._writer.write(producing.Enqueue(queue, messages, proof))
 
     async def poll(
@@ -208,7 +262,7 @@ class QueueService:
         check_range("wait_ms", wait_ms, 0, models.MAX_WAIT_MS)
         if visibility_ms is not None:
             check_range("visibility_ms", visibility_ms, 0, models.MAX_VISIBILITY_MS)
-        self._maybe_reap()
+        self._reap_ahead()
         return await waiting.long_poll(
             self._writer, self.waiter, self.clock, queue, batch, wait_ms, visibility_ms
         )
@@ -333,11 +387,20 @@ class QueueService:
         await self._offload(self.backend.maintain)
         return removed
 
-    async def reap(self) -> int:
-        """Remove a bounded number of expired messages and tombstones in every queue, and
-        dead-letter messages whose last allowed lease ended."""
+    async def reap(self) -> maintenance.Reaped:
+        """Run the reaper now (a server's timer, in the process that leads it): remove a
+        bounded number of expired messages, tombstones and archived messages past retention
+        in every queue, and dead-letter messages whose last allowed lease ended."""
         self._reaps.due(self.clock())
-        return await self._writer.write(maintenance.Reap())
+        reaped = await self._writer.write(maintenance.Reap())
+        _log_reaped(reaped)
+        return reaped
+
+    async def probe(self) -> None:
+        """Commit an empty group, so that backpressure's measures are taken again when nothing
+        else writes (enqueues refused, no consumer); nothing without group commit."""
+        if self.pressure is not None:
+            await self._writer.write(maintenance.Probe())
 
     async def ping(self) -> None:
         """Raise ``Unavailable`` unless the database answers."""
@@ -359,3 +422,10 @@ class QueueService:
         await self.drain()
         self.close()
 
+
+
+def _log_reaped(reaped: maintenance.Reaped) -> None:
+    """A line per reaper run that did something (with its counts); at debug otherwise."""
+    level = logging.INFO if reaped.total else logging.DEBUG
+    if maintenance.log.isEnabledFor(level):
+        maintenance.log.log(level, "reaper: %s", reaped.describe(), extra=reaped._asdict())

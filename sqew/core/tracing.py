@@ -48,6 +48,7 @@ from sqew import telemetry
 from sqew.backends.base import Backend, Waiter
 from sqew.core.clock import Clock
 from sqew.core.group_commit import GroupWriter, Item
+from sqew.core.pressure import Pressure
 from sqew.core.writer import NO_OBSERVER, DirectWriter, Offload, Op, WriteObserver
 
 if TYPE_CHECKING:
@@ -164,9 +165,9 @@ class TracedGroupWriter(GroupWriter):
 
     def __init__(
         self, backend: Backend, clock: Clock, waiter: Waiter, offload: Offload[Any],
-        tracer: Tracer, observer: WriteObserver = NO_OBSERVER,
+        tracer: Tracer, observer: WriteObserver = NO_OBSERVER, pressure: Pressure | None = None,
     ) -> None:
-        super().__init__(backend, clock, waiter, offload, observer)
+        super().__init__(backend, clock, waiter, offload, observer, pressure)
         self._tracer = tracer
         self._db = _db_system(backend)
         # The span each pending operation was submitted in, by its future: read when its

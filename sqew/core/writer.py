@@ -84,9 +84,10 @@ class Writer(abc.ABC):
         """The committed result of ``op`` (or its error)."""
 
     @abc.abstractmethod
-    def submit(self, op: Op[Any]) -> None:
+    def submit(self, op: Op[R], then: Callable[[R | None], None] | None = None) -> None:
         """Run ``op`` without waiting for its result (a failure is logged): now, or ahead of
-        the writes that follow it."""
+        the writes that follow it; ``then`` is called once it ended, with its result (None if
+        it failed)."""
 
     @abc.abstractmethod
     async def aclose(self) -> None:
@@ -111,13 +112,16 @@ class DirectWriter(Writer):
     async def write(self, op: Op[R]) -> R:
         return self.run(op)
 
-    def submit(self, op: Op[Any]) -> None:
+    def submit(self, op: Op[R], then: Callable[[R | None], None] | None = None) -> None:
+        result: R | None = None
         try:
-            self.run(op)
+            result = self.run(op)
         except errors.SqewError as exc:  # a read-only or busy database: the caller goes on
             log.info("a background write failed: %s", exc.message)
         except Exception:
             log.exception("a background write failed")
+        if then is not None:
+            then(result)
 
     def run(self, op: Op[R]) -> R:
         """Run ``op`` in a transaction of its own (blocking) and return its result."""

@@ -89,7 +89,8 @@ def document(app: Litestar) -> dict[str, Any]:
                                                                          schemas)}}
         access = handler.opt.get("access", "admin")
         declared = handler.opt.get("errors", ())
-        _error_responses(op, quota="429" in declared, overload="503" in declared,
+        _error_responses(op, quota="429" in declared,
+                         overload=op.get("operationId") if "503" in declared else None,
                          keyed=access not in ("open", "metrics"))
         _security(op, access)
     schemas["Error"] = _error_schema()
@@ -151,7 +152,7 @@ def _content(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def _error_responses(
-    op: dict[str, Any], *, quota: bool, keyed: bool, overload: bool = False
+    op: dict[str, Any], *, quota: bool, keyed: bool, overload: str | None = None
 ) -> None:
     """Every operation may answer with the error envelope (Litestar's own 400 shape is not ours);
     those that need a key, 401, 403 and 429 (``KEY_RESPONSES``) too."""
@@ -171,7 +172,10 @@ def _error_responses(
     if overload:
         responses["503"] = _too_many(
             "Overloaded: as many long polls wait in the server process as it allows "
-            "(max_waiting_polls)"
+            "(max_waiting_polls)" if overload == "poll" else
+            "Overloaded: writes back up in the server process (backpressure: "
+            "overload_pending_writes, overload_wal_bytes, overload_commit_ms); polls and "
+            "acks go on"
         )
     responses["default"] = {"description": "An error (SPEC error envelope).",
                             "content": _error_content()}

@@ -15,7 +15,6 @@ import contextlib
 import contextvars
 import logging
 import random
-import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -27,8 +26,10 @@ from sqew import errors, telemetry
 from sqew.backends import open_backend
 from sqew.config import Settings
 from sqew.core.clock import Clock, system_clock
+from sqew.core.pressure import Thresholds
 from sqew.core.service import QueueService
 from sqew.server.authenticator import Authenticator
+from sqew.server.background import Background
 from sqew.server.metrics import Metrics
 
 T = TypeVar("T")
@@ -62,9 +63,10 @@ class Runtime:
         """The process's tracing, set up at startup (None: off)."""
         self._service: QueueService | None = None
         self._pool: ThreadPoolExecutor | None = None
-        self._reaper: asyncio.Task[None] | None = None
+        self._timer: asyncio.Task[None] | None = None
         self.draining = False
         self.metrics = Metrics(enabled=settings.metrics)
+        self.background = Background(self, reap=reaper_timer)
         self.waiting_polls = 0  # long polls (wait_ms > 0) in progress (max_waiting_polls)
         self.auth = Authenticator(self)
 
@@ -77,7 +79,7 @@ class Runtime:
 
     # --- lifecycle ------------------------------------------------------------------------------
     def startup(self) -> None:
-        """Open the database, build the service on this loop, start the reaper."""
+        """Open the database, build the service on this loop, start the background timer."""
         s = self.settings
         trace = logging.getLogger("sqew.sql").debug if s.trace_sql else None
         backend = open_backend(s.db, durability=s.durability, trace=trace)
@@ -89,13 +91,16 @@ class Runtime:
                 group_commit=s.group_commit, offload=self.offload, rng=self._rng,
                 observer=self.metrics.observer,
                 tracer=None if self.tracing is None else self.tracing.tracer,
+                reap_when_due=not self._reaper_timer,
+                backpressure=Thresholds(s.overload_pending_writes, s.overload_wal_bytes,
+                                        s.overload_commit_ms),
             )
         except BaseException:
             backend.close()
             self._close_tracing()
             raise
-        if self._reaper_timer:
-            self._reaper = asyncio.get_running_loop().create_task(self._reap_forever())
+        self.background.watch(self._service.pressure)
+        self._timer = asyncio.get_running_loop().create_task(self.background.run_forever())
         self.auth.start()
         log.info("ready: database open, serving requests", extra={"event": "ready"})
 
@@ -111,10 +116,11 @@ class Runtime:
     async def shutdown(self) -> None:
         """Wake waiters, let running calls finish, close the database."""
         self.begin_shutdown()
-        if self._reaper is not None:
-            self._reaper.cancel()
+        if self._timer is not None:
+            self._timer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._reaper
+                await self._timer
+        self.background.release()
         if self._service is not None:
             await self.auth.stop()  # records the last uses of keys
             await self._service.drain()  # pending group commits may still offload waits
@@ -134,26 +140,6 @@ class Runtime:
             except Exception:  # an exporter that fails must not fail the shutdown
                 log.exception("exporting the last spans failed")
             self.tracing = None
-
-    async def _reap_forever(self) -> None:
-        """Remove expired messages and end last leases even when nobody polls.
-
-        Each run is logged (event ``reap``): at info level when it removed something, else
-        at debug level (a run every second that finds nothing is no news).
-        """
-        interval = self.settings.reap_interval_ms / 1000
-        while True:
-            await asyncio.sleep(interval)
-            started = time.perf_counter()
-            try:
-                removed = await self.service.reap()
-            except Exception:  # keep reaping; a locked or closing database is retried later
-                log.exception("reaping expired messages failed", extra={"event": "reap"})
-                continue
-            log.log(logging.INFO if removed else logging.DEBUG,
-                    "reaper removed %d expired messages and idempotency records", removed,
-                    extra={"event": "reap", "removed": removed,
-                           "duration_ms": round((time.perf_counter() - started) * 1000, 3)})
 
     # --- calls ----------------------------------------------------------------------------------
     def offload(self, fn: Callable[[], T]) -> Awaitable[T]:

@@ -147,7 +147,9 @@ def every_statement(calls: Calls) -> None:
     assert tx.reap_dedup(qid, now + 100, 10) == 1
     assert tx.reap_dedup(None, now + 100, 10) == 0
     assert tx.reap_archive(qid, now - 1, 10) == 0
-    assert tx.reap_archive(qid, now, 10) == 1
+    assert tx.reap_archive_head(qid, now - 1, 10) == 0
+    assert tx.reap_archive_head(qid, now, 10) == 1
+    assert tx.reap_archive(qid, now, 10) == 0
     assert not tx.delete_message(qid, a.id)
     assert tx.purge(qid) == 0
     tx.delete_queue(qid)

@@ -16,7 +16,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from sqew import errors
-from sqew.backends.base import Backend, Tx, Waiter, WriteSession
+from sqew.backends.base import Backend, Lead, Tx, Waiter, WriteSession
 from sqew.backends.errors import translate
 from sqew.backends.sqlite import connection, lockfile
 from sqew.backends.sqlite.session import SqliteWriteSession
@@ -148,6 +148,16 @@ class SqliteBackend(Backend):
 
     def waiter(self) -> Waiter:
         return SqliteWaiter(self._conn)
+
+    def try_lead(self, role: str) -> Lead | None:
+        """A lock of the role's own file (``lockfile.try_lead``), never the database file."""
+        try:
+            return lockfile.try_lead(self.path, role)
+        except OSError as exc:
+            raise errors.Unavailable(
+                f"cannot open the lock file '{lockfile.lead_path(self.path, role)}': "
+                f"{exc.strerror or exc}"
+            ) from exc
 
     def maintain(self) -> None:
         conn = self._conn()

@@ -43,6 +43,10 @@ class Checkpointer:
         self._connect = connect
         self._dirty = threading.Event()
         self._stopping = threading.Event()
+        self.backlog_bytes = 0
+        """The WAL's bytes not yet copied into the database after the last checkpoint (all
+        processes' commits; written by the thread, read by backpressure)."""
+        self._page_size = 0
         self._thread = threading.Thread(target=self._run, name="sqew-checkpoint", daemon=True)
         self._thread.start()
 
@@ -80,9 +84,17 @@ class Checkpointer:
             if lock is not None:
                 lock.close()
 
+    def _passive(self, conn: sqlite3.Connection) -> int:
+        """Copy what readers allow without stopping the writers; the WAL's length in pages."""
+        _, pages, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()[0]
+        if not self._page_size:
+            self._page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+        self.backlog_bytes = max(0, pages - copied) * self._page_size
+        return int(pages)
+
     def _checkpoint(self, conn: sqlite3.Connection, lock: LockFile) -> None:
         # Copy what is committed, without stopping the writers (the bulk of the work).
-        _, pages, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()[0]
+        pages = self._passive(conn)
         if pages <= WAL_BOUND_PAGES or self._stopping.is_set():
             return
         # Then, with the writers held, the pages they wrote meanwhile: the WAL is then fully
@@ -92,6 +104,6 @@ class Checkpointer:
             if self._stopping.wait(0.002):
                 return
         try:
-            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            self._passive(conn)
         finally:
             lock.release()

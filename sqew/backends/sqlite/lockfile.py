@@ -1,4 +1,8 @@
-"""sqew's own locks between processes on one database: ``flock`` on ``<db>-lock``.
+"""sqew's own locks between processes on one database: ``flock`` on ``<db>-lock`` (the group
+committers' write lock), and on ``<db>-lock-<role>`` for a role one process leads (``Leader``).
+
+A role has a file of its own because ``flock`` locks a whole file: a leader holding ``<db>-lock``
+would stop every committer.
 
 Never on the database file itself: closing *any* descriptor of a file drops every POSIX lock
 the process holds on it, SQLite's included. A lock taken on the database file and released
@@ -16,12 +20,19 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from sqew.backends.base import Lead
+
 SUFFIX = "-lock"
 
 
 def lock_path(db: Path) -> Path:
     """The lock file of database ``db`` (next to it, like SQLite's ``-wal`` and ``-shm``)."""
     return db.with_name(db.name + SUFFIX)
+
+
+def lead_path(db: Path, role: str) -> Path:
+    """The lock file of ``role`` ("reaper") of database ``db``."""
+    return db.with_name(f"{db.name}{SUFFIX}-{role}")
 
 
 def _open(path: Path) -> int:
@@ -38,12 +49,16 @@ class LockFile:
     ``flock`` locks belong to an open file description: two ``LockFile`` of one database
     exclude each other even within a process.
 
+    Args:
+        db: the database file.
+        role: lock the file of this role (``lead_path``) instead of the write lock.
+
     Raises:
         OSError: the lock file can neither be created nor opened.
     """
 
-    def __init__(self, db: Path) -> None:
-        self._fd = _open(lock_path(db))
+    def __init__(self, db: Path, role: str | None = None) -> None:
+        self._fd = _open(lock_path(db) if role is None else lead_path(db, role))
         self.held = False
 
     def acquire(self, wait: bool) -> bool:
@@ -86,3 +101,34 @@ def holding(db: Path) -> Iterator[None]:
         yield
     finally:
         lock.close()
+
+
+class Leader(Lead):
+    """A role held through an ``flock`` on its lock file, until released or the process dies
+    (the kernel drops the lock with the descriptor: a follower's next try takes over)."""
+
+    def __init__(self, lock: LockFile) -> None:
+        self._lock = lock
+
+    @property
+    def held(self) -> bool:
+        # An flock is never taken away from a living process that holds the descriptor.
+        return self._lock.held
+
+    def release(self) -> None:
+        self._lock.close()
+
+
+def try_lead(db: Path, role: str) -> Leader | None:
+    """Take ``role`` of database ``db`` now if no other holder has it (never waits).
+
+    Raises:
+        OSError: the role's lock file can neither be created nor opened.
+    """
+    if not role.isalnum():  # it names a file
+        raise ValueError(f"a role is a word, not {role!r}")
+    lock = LockFile(db, role)
+    if lock.acquire(wait=False):
+        return Leader(lock)
+    lock.close()
+    return None

@@ -128,6 +128,9 @@ class SqliteWriteSession(WriteSession):
         finally:
             self._lock.release()
 
+    def write_backlog(self) -> int | None:
+        return self._checkpointer.backlog_bytes
+
     def close(self) -> None:
         if self._closed:
             return

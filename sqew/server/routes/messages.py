@@ -80,7 +80,7 @@ PeekLimit = Annotated[int, Parameter(ge=1, le=100, description="most messages")]
 
 @post("/queues/{q:str}/messages", operation_id="enqueue", status_code=201,
       opt={"access": "produce",
-           "body": models.MessageIn | models.MessageBatchIn, "errors": ("429",),
+           "body": models.MessageIn | models.MessageBatchIn, "errors": ("429", "503"),
            "returns": models.EnqueueResult | models.EnqueueBatchResult},
       summary="Enqueue messages")
 async def enqueue(

@@ -20,8 +20,12 @@ async def healthz() -> models.Health:
 
 
 @get("/readyz", operation_id="readyz", summary="Readiness", opt={"access": "open"})
-async def readyz(request: Req) -> models.Health:
-    """200 when the database answers and its schema is at the newest migration, else 503."""
+async def readyz(request: Req) -> models.Readiness:
+    """200 when the database answers and its schema is at the newest migration, else 503.
+
+    An overloaded process (refusing enqueues, backpressure) stays ready: it still serves
+    polls and acks, which is what drains it. The body says so.
+    """
     rt = runtime(request)
     if rt.draining:
         raise errors.Unavailable("the server is shutting down")
@@ -32,7 +36,12 @@ async def readyz(request: Req) -> models.Health:
             f"the database schema is at {revision}, not at {backend.schema_head}; "
             "run `sqew db upgrade`"
         )
-    return models.Health("ok")
+    state = rt.service.pressure
+    return models.Readiness(
+        "ok", overloaded=bool(state and state.overloaded),
+        overload_reasons=list(state.reasons) if state else [],
+        reaper_leader=rt.background.leader,
+    )
 
 
 @get("/metrics", operation_id="metrics", media_type=CONTENT_TYPE, summary="Prometheus metrics",

@@ -1,0 +1,181 @@
+"""Background work of a server process, on a timer: the reaper, in exactly one process per
+database, and backpressure's measures when nothing else writes.
+
+Every ``reap_interval_ms`` each server process (each worker of ``--workers N``, each server on
+the file) asks for the reaper's lead (``Backend.try_lead``, without waiting). The one that holds
+it reaps (``QueueService.reap``) and keeps it while it lives; the others only ask again at the
+next tick, so when the leader dies (its lock goes with it) a follower takes over within an
+interval. The embedded Client and the CLI reap only when they can take the lead for a moment
+(``sqew.core.maintenance``): with a server running, the work is the server's.
+
+Its metrics (on the app's registry; each process reports its own, so a sum over processes of
+``sqew_reaper_leader`` is 1 while a server runs on the database):
+
+- ``sqew_reaper_leader``: 1 in the process that leads the reaper, else 0;
+- ``sqew_reaper_runs_total``, ``sqew_reaper_duration_seconds``: its runs in this process;
+- ``sqew_reaper_removed_total{kind}``: what they did (``expired``, ``idempotency``,
+  ``archived``, ``dead_lettered``);
+- ``sqew_overloaded``: 1 while this process refuses enqueues (backpressure), with the measures
+  ``sqew_backpressure_pending_writes``, ``sqew_backpressure_wal_bytes`` and
+  ``sqew_backpressure_commit_seconds`` as of the last tick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from sqew import errors
+from sqew.backends.base import Lead
+from sqew.core import maintenance
+from sqew.core.pressure import Pressure
+
+if TYPE_CHECKING:
+    from sqew.server.runtime import Runtime
+
+MIN_TICK_S = 0.05
+"""The shortest interval between ticks (``reap_interval_ms`` may be tiny in tests)."""
+log = logging.getLogger("sqew.reaper")
+
+
+class BackgroundMetrics:
+    """The background work's Prometheus metrics on ``registry``."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.leader = Gauge("sqew_reaper_leader", "1 in the process leading the reaper",
+                            registry=registry, multiprocess_mode="livesum")
+        self.runs = Counter("sqew_reaper_runs", "Reaper runs in this process",
+                            registry=registry)
+        self.removed = Counter("sqew_reaper_removed", "Messages and records the reaper removed "
+                               "(dead_lettered: moved to a DLQ)", ["kind"], registry=registry)
+        self.duration = Histogram("sqew_reaper_duration_seconds", "Reaper run time",
+                                  registry=registry)
+        self.overloaded = Gauge("sqew_overloaded", "1 while enqueues are refused "
+                                "(backpressure)", registry=registry, multiprocess_mode="livemax")
+        self.pending = Gauge("sqew_backpressure_pending_writes", "Write operations waiting "
+                             "for the group commit", registry=registry,
+                             multiprocess_mode="livesum")
+        self.wal = Gauge("sqew_backpressure_wal_bytes", "Write log bytes not yet copied into "
+                         "the database", registry=registry, multiprocess_mode="livemax")
+        self.commit = Gauge("sqew_backpressure_commit_seconds", "Moving average of a group "
+                            "commit's transaction time", registry=registry,
+                            multiprocess_mode="livemax")
+
+    def pressure(self, state: Pressure) -> None:
+        """Show ``state`` (called when it changes, and at every tick)."""
+        self.overloaded.set(1 if state.overloaded else 0)
+        self.pending.set(state.pending)
+        self.wal.set(state.backlog)
+        self.commit.set(state.commit_s)
+
+    def reaped(self, reaped: maintenance.Reaped, seconds: float) -> None:
+        """Count one run."""
+        self.runs.inc()
+        self.duration.observe(seconds)
+        for kind, n in (("expired", reaped.expired), ("idempotency", reaped.tombstones),
+                        ("archived", reaped.archived), ("dead_lettered", reaped.dead_lettered)):
+            if n:
+                self.removed.labels(kind).inc(n)
+
+
+class Background:
+    """The timer of one server process (see the module docstring).
+
+    Args:
+        rt: the process's runtime (its service is open while the timer runs).
+        reap: lead and run the reaper (off: polls and reads reap once due by the service's
+            clock, ``create_app(reaper_timer=False)``).
+    """
+
+    def __init__(self, rt: Runtime, *, reap: bool) -> None:
+        self._rt = rt
+        self._reap = reap
+        self._lead: Lead | None = None
+        self.metrics = BackgroundMetrics(rt.metrics.registry)
+
+    @property
+    def leader(self) -> bool:
+        """Whether this process leads the reaper now."""
+        return self._lead is not None and self._lead.held
+
+    def watch(self, pressure: Pressure | None) -> None:
+        """Show backpressure's state changes in the metrics and the log as they happen."""
+        if pressure is None:
+            return
+
+        def changed(state: Pressure) -> None:
+            self.metrics.pressure(state)
+            if state.overloaded:
+                log.warning("overloaded (%s): refusing enqueues until writes catch up",
+                            state.describe(), extra={"reasons": list(state.reasons)})
+            else:
+                log.info("no longer overloaded: accepting enqueues again")
+
+        pressure.on_change = changed
+
+    async def run_forever(self) -> None:
+        """Tick every ``reap_interval_ms`` until cancelled, starting now."""
+        interval = max(MIN_TICK_S, self._rt.settings.reap_interval_ms / 1000)
+        while True:
+            if self._reap:
+                try:
+                    await self._lead_and_reap()
+                except Exception:  # keep going: a locked or closing database is retried later
+                    log.exception("reaping failed", extra={"event": "reap"})
+            try:
+                await self._measure()
+            except Exception:
+                log.exception("measuring backpressure failed")
+            await asyncio.sleep(interval)
+
+    async def _lead_and_reap(self) -> None:
+        rt = self._rt
+        if self._lead is not None and not self._lead.held:
+            log.warning("lost the reaper's lead (pid %d)", os.getpid())
+            self._lead = None
+            self.metrics.leader.set(0)
+        if self._lead is None:
+            backend = rt.service.backend
+            try:
+                self._lead = await rt.offload(lambda: backend.try_lead(maintenance.ROLE))
+            except errors.SqewError as exc:
+                log.warning("cannot take the reaper's lead: %s", exc.message)
+                return
+            if self._lead is None:
+                log.debug("another process leads the reaper (pid %d follows)", os.getpid())
+                return
+            log.info("this process (pid %d) leads the reaper", os.getpid(),
+                     extra={"pid": os.getpid()})
+            self.metrics.leader.set(1)
+        started = time.monotonic()
+        reaped = await rt.service.reap()
+        seconds = time.monotonic() - started
+        self.metrics.reaped(reaped, seconds)
+        # At info level when it did something; a run every second that finds nothing is no news.
+        log.log(logging.INFO if reaped.total else logging.DEBUG,
+                "reaper removed %d (expired %d, idempotency records %d, archived %d; moved %d "
+                "to DLQs)", reaped.total, reaped.expired, reaped.tombstones, reaped.archived,
+                reaped.dead_lettered,
+                extra={"event": "reap", "removed": reaped.total, **reaped._asdict(),
+                       "duration_ms": round(seconds * 1000, 3)})
+
+    async def _measure(self) -> None:
+        state = self._rt.service.pressure
+        if state is None:
+            return
+        if state.overloaded:  # enqueues refused: an empty group takes the measures again
+            await self._rt.service.probe()
+        self.metrics.pressure(state)
+
+    def release(self) -> None:
+        """Let another process lead the reaper (shutdown)."""
+        if self._lead is not None:
+            self._lead.release()
+            self._lead = None
+            self.metrics.leader.set(0)
+            log.info("released the reaper's lead (pid %d)", os.getpid())
