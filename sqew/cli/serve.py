@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from sqew import errors, locations
+from sqew import config_layers, errors, locations
 from sqew.cli import output, params, serve_config
 from sqew.cli.state import current
 
@@ -43,8 +43,6 @@ def serve(
 
         sqew serve --db ./sqew.db --port 8888 --log-format json --access-log
     """
-    from sqew import config_layers
-
     flags = serve_config.given(settings)
     db = flags.get("db") or _root_db(ctx)
     if db:
@@ -53,14 +51,14 @@ def serve(
     if print_config:
         serve_config.print_config(resolved, current(ctx).json)
         return
-    settings_ = resolved.settings
-    if (settings_.tls_cert is None) != (settings_.tls_key is None):
+    effective = resolved.settings
+    if (effective.tls_cert is None) != (effective.tls_key is None):
         raise typer.BadParameter("give both --tls-cert and --tls-key (or SQEW_TLS_CERT and "
                                  "SQEW_TLS_KEY), or neither",
                                  param_hint="'--tls-cert' / '--tls-key'")
     from sqew.server import runner
 
-    runner.run(settings_, config_file=resolved.config_file)
+    runner.run(effective, config_file=resolved.config_file)
 
 
 def _root_db(ctx: typer.Context) -> str | None:

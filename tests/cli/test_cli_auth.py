@@ -8,6 +8,7 @@ starts, so it enforces them from its first request.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -145,7 +146,10 @@ def test_serve_on_a_public_host_with_insecure_starts_open_and_warns(tmp_path: Pa
     args = ["--db", str(tmp_path / "open.db"), "--host", "0.0.0.0", "--port", "0", "--insecure"]
     with started(args, tmp_path, clean_env()) as (url, log):
         assert httpx.get(url + "/queues", timeout=30).status_code == 200  # open
-        assert "--insecure" in log.read_text() and "WARNING" in log.read_text()
+        logged = [json.loads(line) for line in log.read_text().splitlines()
+                  if line.startswith("{")]  # stderr (JSON: no terminal), with stdout's line
+        warned = [r for r in logged if r["level"] == "warning" and "--insecure" in r["message"]]
+        assert warned, log.read_text()
 
 
 def test_serve_on_a_public_host_starts_when_keys_are_enforced(tmp_path: Path) -> None:
