@@ -91,7 +91,8 @@ def current_span(tracer: Tracer, name: str, **options: Any) -> Iterator[Span]:
     try:
         yield span
     except BaseException as exc:
-        span.set_status(StatusCode.ERROR, getattr(exc, "code", type(exc).__name__))
+        code = getattr(exc, "code", None)  # a SqewError's: QueueNotFound, LeaseLost, …
+        span.set_status(StatusCode.ERROR, code if isinstance(code, str) else type(exc).__name__)
         raise
     finally:
         otel_context.detach(token)

@@ -108,7 +108,9 @@ def every_statement(calls: Calls) -> None:
     tx.add_counters(qid, depth=1)
     assert tx.add_counters_by_name("q", acked_total=1).acked_total == 1
     assert tx.reserve("q", 4).depth == 5
-    new = [(qid, f'"m{i}"', 0, None, now, now, now + 10_000, False) for i in range(4)]
+    tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    new = [(qid, f'"m{i}"', 0, None, now, now, now + 10_000, False, *((tp, "k=v") if i == 0
+            else (None, None))) for i in range(4)]
     ids = tx.insert_messages(new)
     assert [tx.get_message(qid, i).payload for i in ids] == ['"m0"', '"m1"', '"m2"', '"m3"']
     tx.put_dedup([(qid, "k", ids[0], now + 100)])
@@ -122,6 +124,9 @@ def every_statement(calls: Calls) -> None:
     assert tx.ack(qid, a.id, a.token, True, now)
     archived = tx.scan_archive(qid, 0, ids[-1], 500, 10)
     assert [(m.id, m.available_at, m.expires_at) for m in archived] == [(a.id, now, now + 500)]
+    assert (a.traceparent, a.tracestate) == (archived[0].traceparent, archived[0].tracestate) \
+        == (tp, "k=v")  # stored, returned by the claim, kept by the archive
+    assert (b.traceparent, b.tracestate) == (None, None)
     assert (tx.high_water(qid, True), tx.high_water(qid, False)) == (a.id, ids[-1])
     assert tx.high_water(dlq_id, False) is None
     assert [m.id for m in tx.scan_messages(qid, a.id, ids[2], now, 10)] == ids[1:3]
@@ -210,7 +215,7 @@ def test_the_neutral_insert_returns_ids_in_input_order_across_chunks(
     qid = tx.insert_queue(queue_values("q", None))
     count = 2 * INSERT_CHUNK + 7
     ids = tx.insert_messages(
-        [(qid, str(i), i % 3, None, 0, 0, 10, bool(i % 2)) for i in range(count)]
+        [(qid, str(i), i % 3, None, 0, 0, 10, bool(i % 2), None, None) for i in range(count)]
     )
     assert len(set(ids)) == count
     rows = {m.id: m for m in tx.list_messages(qid, 0, count)}
