@@ -140,9 +140,8 @@ class Background:
             self._lead = None
             self.metrics.leader.set(0)
         if self._lead is None:
-            backend = rt.service.backend
             try:
-                self._lead = await rt.offload(lambda: backend.try_lead(maintenance.ROLE))
+                self._lead = await self._try_lead()
             except errors.SqewError as exc:
                 log.warning("cannot take the reaper's lead: %s", exc.message)
                 return
@@ -155,6 +154,21 @@ class Background:
         started = time.monotonic()
         reaped = await rt.service.reap()
         self.metrics.reaped(reaped, time.monotonic() - started)
+
+    async def _try_lead(self) -> Lead | None:
+        """``try_lead`` on a thread (a database across a network answers in a round trip).
+
+        Should shutdown cancel the wait, a lead the thread takes after all is let go at once:
+        held by nobody, it would stop every other process from reaping.
+        """
+        backend = self._rt.service.backend
+        taking = asyncio.ensure_future(self._rt.offload(lambda: backend.try_lead(
+            maintenance.ROLE)))
+        try:
+            return await asyncio.shield(taking)
+        except asyncio.CancelledError:
+            taking.add_done_callback(_let_go)
+            raise
 
     async def _measure(self) -> None:
         state = self._rt.service.pressure
@@ -171,3 +185,11 @@ class Background:
             self._lead = None
             self.metrics.leader.set(0)
             log.info("released the reaper's lead (pid %d)", os.getpid())
+
+
+def _let_go(taking: asyncio.Future[Lead | None]) -> None:
+    """Release a lead that arrived after nobody waited for it any more."""
+    if not taking.cancelled() and taking.exception() is None:
+        lead = taking.result()
+        if lead is not None:
+            lead.release()
