@@ -17,6 +17,9 @@ the Lua scripts in ``bench/lua/``, a separate process. Workloads, at 1, 16 and 6
   (``sqs-send``, ``sqs-recv+del``, ``sqs-cycle``), SQS JSON protocol.
 * ``auth`` (issue #11): enqueue and poll+ack at 16 connections with an API key sent and
   enforced, against the same on a server with no key (auth off), in interleaved rounds.
+* ``metrics`` (issue #13): enqueue and poll+ack at 16 connections with metrics on (the
+  default) against the same with the setting ``metrics`` off, in interleaved rounds; and the
+  time a scrape of ``/metrics`` takes on a database of 1,000 queues (2,000 with their DLQs).
 
 Runs whose ratios matter are interleaved (healthz, enqueue, batch, poll+ack, then again) and
 the median of the rounds is reported. A run with a non-2xx answer, a socket error, a failed
@@ -239,13 +242,15 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def sqew_server(label: str, db: Path, logdir: Path, *, durability: str = "normal",
-                workers: int = 1, asgi: str = "uvicorn") -> Server:
-    """``sqew serve`` (uvicorn) or granian over ``sqew.server.app:app_from_env`` on ``db``."""
+                workers: int = 1, asgi: str = "uvicorn",
+                settings: dict[str, str] | None = None) -> Server:
+    """``sqew serve`` (uvicorn) or granian over ``sqew.server.app:app_from_env`` on ``db``;
+    ``settings`` as ``SQEW_*`` variables (uvicorn only)."""
     port = free_port()
     if asgi == "uvicorn":
         cmd = [str(BIN / "sqew"), "serve", "--db", str(db), "--port", str(port),
                "--durability", durability, "--workers", str(workers)]
-        env = _env()
+        env = _env(**{f"SQEW_{k.upper()}": v for k, v in (settings or {}).items()})
     else:
         cmd = [str(BIN / "granian"), "--interface", "asgi", "--factory", "--host", "127.0.0.1",
                "--port", str(port), "--workers", str(workers), "--log-level", "warning",
@@ -323,6 +328,8 @@ class Bench:
         self.duration = duration
         self.rounds = rounds
         self.runs: list[Run] = []
+        self.scrapes_ms: list[float] = []  # GET /metrics with SCRAPE_QUEUES queues: wall time
+        self.scrapes_cpu_ms: list[float] = []  # and the server's CPU time
 
     def wrk(self, server: Server, label: str, workload: str, script: str, conns: int,
             *args: str, threads: int | None = None, depth: int | None = None,
@@ -407,7 +414,7 @@ HMAC_CONNS = 16
 connections on the default server: issue #11's ratio."""
 
 
-SECTIONS = ("sqew", "granian", "depth", "moto", "hmac", "auth")
+SECTIONS = ("sqew", "granian", "depth", "moto", "hmac", "auth", "metrics")
 HMAC_ROUNDS = 5
 """Rounds of the ``hmac`` section's pair (unsigned enqueue, signed enqueue) at least."""
 
@@ -428,7 +435,7 @@ def run_all(plan: Plan, work: Path) -> Bench:
     logs = work / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     template = work / "deep.db"
-    if plan.sections & {"sqew", "granian", "depth", "auth"}:
+    if plan.sections & {"sqew", "granian", "depth", "auth", "metrics"}:
         secs = prefill(template, {QUEUE: plan.deep, ENQ_QUEUE: 0, HMAC_QUEUE: 0},
                        {HMAC_QUEUE: {"hmac_secret": HMAC_SECRET}})
         print(f"prefilled {plan.deep:,} messages in {secs:.1f} s", file=sys.stderr)
@@ -458,6 +465,9 @@ def run_all(plan: Plan, work: Path) -> Bench:
         _moto(bench, plan, logs)
     if "auth" in plan.sections:
         _auth(bench, work, logs, template, plan.deep)
+    if "metrics" in plan.sections:
+        _metrics(bench, work, logs, template, plan.deep)
+        _scrape(bench, work, logs, 5 if plan.duration < 3 else 20)
     return bench
 
 
@@ -599,6 +609,55 @@ def _bench_key(key: str | None) -> Iterator[None]:
         yield
     finally:
         del os.environ["SQEW_BENCH_KEY"]
+
+
+def _metrics(bench: Bench, work: Path, logs: Path, template: Path, deep: int) -> None:
+    """Enqueue and poll+ack at 16 connections with metrics on against the same with the
+    setting ``metrics`` off, on copies of the prefilled database, both servers started first
+    and their rounds interleaved (as ``_auth``)."""
+    with ExitStack() as stack:
+        servers: list[tuple[str, Server]] = []
+        for label, on in (("sqew metrics off", "false"), ("sqew metrics on", "true")):
+            db = copy_db(template, work / f"{label.replace(' ', '-')}.db")
+            srv = stack.enter_context(serving(lambda label=label, db=db, on=on: sqew_server(
+                label, db, logs, settings={"metrics": on})))
+            bench.warm(srv, [(script, args) for _, script, args in AUTH_WORKLOADS])
+            servers.append((label, srv))
+        for _ in range(bench.rounds):
+            for label, srv in servers:
+                for workload, script, args in AUTH_WORKLOADS:
+                    depth = deep if workload == "poll+ack" else None
+                    bench.wrk(srv, label, workload, script, 16, *args, depth=depth)
+
+
+SCRAPE_QUEUES = 1_000
+SCRAPE_DEPTH = 10
+"""The scrape's database: 1,000 queues (and their DLQs) of 10 messages each."""
+
+
+def _scrape(bench: Bench, work: Path, logs: Path, count: int) -> None:
+    """``count`` scrapes of /metrics, one after another, on a database of ``SCRAPE_QUEUES``
+    queues: the wall time of each, as a Prometheus server would see it."""
+    db = work / "scrape.db"
+    secs = prefill(db, {f"m{i:04d}": SCRAPE_DEPTH for i in range(SCRAPE_QUEUES)})
+    print(f"prefilled {SCRAPE_QUEUES:,} queues in {secs:.1f} s", file=sys.stderr)
+    with serving(lambda: sqew_server("sqew scrape", db, logs)) as srv, \
+            httpx.Client(base_url=srv.url, timeout=30) as http:
+        http.get("/metrics").raise_for_status()  # warm: the first read opens connections
+        for _ in range(count):
+            cpu = srv.cpu_seconds()
+            started = time.perf_counter()
+            response = http.get("/metrics")
+            bench.scrapes_ms.append((time.perf_counter() - started) * 1000)
+            bench.scrapes_cpu_ms.append((srv.cpu_seconds() - cpu) * 1000)
+            response.raise_for_status()
+            queues = response.text.count("\nsqew_queue_ready{")
+            if queues != 2 * SCRAPE_QUEUES:
+                raise RuntimeError(f"/metrics showed {queues} queues, not {2 * SCRAPE_QUEUES}")
+    print(f"  scrape /metrics, {SCRAPE_QUEUES:,} queues: median "
+          f"{statistics.median(bench.scrapes_ms):.1f} ms, max {max(bench.scrapes_ms):.1f} ms, "
+          f"server CPU median {statistics.median(bench.scrapes_cpu_ms):.1f} ms "
+          f"({len(response.content):,} bytes)", file=sys.stderr, flush=True)
 
 
 def moto_runs(plan: Plan) -> list[tuple[str, str, str, int, int, float]]:
@@ -795,6 +854,19 @@ def checks(bench: Bench, deep: int) -> list[Check]:
             out.append(ratio(f"auth on / auth off: {workload}, c=16", on, off, 0.9))
             out.append(_cpu_per_request_ratio(f"auth off / auth on: server CPU per request, "
                                               f"{workload}, c=16", off, on))
+    for workload in ("enqueue", "poll+ack"):
+        on = cell(bench, "sqew metrics on", workload, 16)
+        if on.runs:
+            off = cell(bench, "sqew metrics off", workload, 16)
+            out.append(ratio(f"metrics on / metrics off: {workload}, c=16", on, off, 0.9))
+            out.append(_cpu_per_request_ratio(f"metrics off / metrics on: server CPU per "
+                                              f"request, {workload}, c=16", off, on))
+    if bench.scrapes_ms:
+        out.append(Check(f"scrape /metrics with {SCRAPE_QUEUES:,} queues (median)",
+                         statistics.median(bench.scrapes_ms), 100.0, False, True, " ms"))
+        out.append(Check("the same, server CPU time (median; less sensitive to other work "
+                         "on the machine)", statistics.median(bench.scrapes_cpu_ms), None,
+                         False, True, " ms"))
     for c in (16, 64):
         out.append(ratio(f"wrk -t1 / -t2 on healthz, c={c}",
                          cell(bench, "sqew", "healthz -t1", c),

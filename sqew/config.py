@@ -79,6 +79,9 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
         auth_failures_per_minute: failed key attempts a client address may make per minute
             and process before it is answered 429 ``RateLimited`` (its right key too); 0: no
             limit.
+        metrics: count requests, database transactions, long polls, duplicates and
+            rejections for /metrics (off: /metrics shows only what it reads from the database
+            at scrape time: the queues' depths and counters).
         overload_pending_writes: backpressure (``sqew.core.pressure``): a server process
             refuses enqueues with 503 ``Overloaded`` and ``Retry-After`` while more write
             operations than this wait for its group commit; 0: not this measure. Polls, acks,
@@ -122,6 +125,8 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     insecure: bool = False
     auth_cache_size: Positive = 10_000
     auth_failures_per_minute: Annotated[int, Meta(ge=0)] = 30
+    # Metrics (issue 13)
+    metrics: bool = True
     # Backpressure and background work (issue 13)
     overload_pending_writes: Annotated[int, Meta(ge=0)] = 4096
     overload_wal_bytes: Annotated[int, Meta(ge=0)] = 1024 * 1024 * 1024

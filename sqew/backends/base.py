@@ -35,6 +35,7 @@ from typing import Any
 from sqew.backends.rows import KeyRow as KeyRow
 from sqew.backends.rows import MessageRow as MessageRow
 from sqew.backends.rows import NewMessage as NewMessage
+from sqew.backends.rows import QueueCounts as QueueCounts
 from sqew.backends.rows import QueueLimits as QueueLimits
 from sqew.backends.rows import QueueRow as QueueRow
 
@@ -228,6 +229,11 @@ class Tx(abc.ABC):
     @abc.abstractmethod
     def counts(self, queue_id: int, now: int) -> tuple[int, int, int, int | None]:
         """(leased, delayed, expired-not-yet-reaped, oldest ready available_at) of a queue."""
+
+    @abc.abstractmethod
+    def all_counts(self, now: int) -> list[QueueCounts]:
+        """Every queue (DLQs included) by name with its counters and ``counts``, in one
+        statement: reading all queues costs no round trip per queue (metrics scrapes)."""
 
     @abc.abstractmethod
     def reap_messages(self, queue_id: int, now: int, limit: int) -> int:

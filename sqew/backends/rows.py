@@ -53,6 +53,29 @@ class QueueLimits(NamedTuple):
     enqueue's transaction, so a secret just changed applies to the next enqueue."""
 
 
+class QueueCounts(NamedTuple):
+    """A queue's maintained counters and its live counts (``Tx.all_counts``): what its stats
+    need, narrow, since a metrics scrape reads it for every queue."""
+
+    id: int
+    name: str
+    parent_id: int | None
+    depth: int
+    enqueued_total: int
+    acked_total: int
+    nacked_total: int
+    dead_lettered_total: int
+    expired_total: int
+    leased: int
+    """Messages under a live lease."""
+    delayed: int
+    """Unleased messages not available yet."""
+    expired: int
+    """Expired messages not reaped yet."""
+    oldest: int | None
+    """``available_at`` of the oldest ready message."""
+
+
 class MessageRow(NamedTuple):
     """A message as read back: the fields a message object needs, plus lease fields."""
 

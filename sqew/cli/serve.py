@@ -111,22 +111,23 @@ def health(ctx: typer.Context) -> None:
 
 
 def metrics(ctx: typer.Context) -> None:
-    """Print a server's metrics (GET /metrics, Prometheus text format); needs --url.
+    """Print metrics in the Prometheus text format.
 
-    Example:
+    With --url: the server's GET /metrics (requests, database, queues). On a --db file: the
+    queues' depths and counters read from it (a file that does not exist is an error).
+
+    Examples:
 
         sqew --url http://127.0.0.1:8888 metrics
+
+        sqew --db ./sqew.db metrics
     """
     state = current(ctx)
-    if not state.url:
-        raise errors.ValidationError(
-            "metrics are served by a sqew server: give its address with --url or SQEW_URL"
-        )
-    from sqew.client.http import HttpClient
-
-    client = state.client
-    assert isinstance(client, HttpClient)
-    typer.echo(client.metrics(), nl=False)
+    if not state.url:  # reading metrics creates no database
+        path = locations.sqlite_path(state.db)
+        if path is not None and not os.path.exists(path):
+            raise errors.Unavailable(f"no database at '{state.db}' (metrics creates none)")
+    typer.echo(state.client.metrics(), nl=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -263,6 +263,12 @@ class Client(abc.ABC):
         raise NotImplementedError
 
     @abc.abstractmethod
+    def metrics(self) -> str:
+        """Metrics in the Prometheus text format: a server's ``/metrics``; on a database, the
+        queues' depths and counters read from it (docs/operations.md)."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
     def close(self) -> None:
         """Release connections."""
         raise NotImplementedError

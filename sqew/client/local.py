@@ -221,6 +221,11 @@ class LocalClient(Client):
         run_sync(self.service.ping())
         return models.Health("ok")
 
+    def metrics(self) -> str:
+        from sqew import queue_metrics  # prometheus-client only for the command that needs it
+
+        return queue_metrics.render_local(run_sync(self.service.all_stats())).decode()
+
     def close(self) -> None:
         if self._waits is not None:
             self._waits.shutdown()

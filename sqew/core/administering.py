@@ -167,6 +167,17 @@ def stats(tx: Tx, row: QueueRow, now: int) -> models.Stats:
     return views.stats(row, dlq_depth, tx.counts(row.id, now), now)
 
 
+def all_stats(tx: Tx, now: int) -> list[models.Stats]:
+    """``stats`` of every queue, DLQs included, by name (``Tx.all_counts``: one statement)."""
+    rows = tx.all_counts(now)
+    dlq_depth = {row.parent_id: row.depth for row in rows if row.parent_id is not None}
+    return [
+        views.stats(row, dlq_depth.get(row.id, 0) if row.parent_id is None else 0,
+                    (row.leased, row.delayed, row.expired, row.oldest), now)
+        for row in rows
+    ]
+
+
 def peek(tx: Tx, queue: str, limit: int, now: int) -> list[models.Message]:
     """The next ready messages in delivery order, untouched."""
     q = queue_row(tx, queue)

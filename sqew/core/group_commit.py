@@ -32,7 +32,7 @@ from sqew.backends.base import Backend, Tx, Waiter, WriteSession
 from sqew.backends.errors import translate
 from sqew.core.clock import Clock
 from sqew.core.pressure import Pressure
-from sqew.core.writer import Offload, Op, Outcome, Writer
+from sqew.core.writer import NO_OBSERVER, Offload, Op, Outcome, WriteObserver, Writer
 
 R = TypeVar("R")
 T = TypeVar("T")
@@ -62,12 +62,14 @@ class GroupWriter(Writer):
         waiter: told which queues a group's committed operations changed.
         offload: runs blocking steps (waits; every statement if the backend's may not run
             on the loop).
+        observer: told each transaction's duration and operation count (metrics).
         pressure: told after each group how many operations wait and how long its
             transaction took (backpressure; None: not measured).
     """
 
     def __init__(
         self, backend: Backend, clock: Clock, waiter: Waiter, offload: Offload[Any],
+        observer: WriteObserver = NO_OBSERVER,
         pressure: Pressure | None = None,
     ) -> None:
         self._session: WriteSession = backend.write_session()
@@ -75,6 +77,7 @@ class GroupWriter(Writer):
         self._clock = clock
         self._waiter = waiter
         self._offload = offload
+        self._observer = observer
         self._loop = asyncio.get_running_loop()
         self._pending: list[Item] = []
         self._drain: asyncio.Task[None] | None = None
@@ -118,18 +121,28 @@ class GroupWriter(Writer):
             while self._pending:
                 group = self._pending[:MAX_GROUP]
                 del self._pending[:MAX_GROUP]
-                started = time.monotonic()
-                await self._commit(group)
+                seconds = await self._commit(group)
                 if self._pressure is not None:
-                    self._pressure.observe(len(self._pending), time.monotonic() - started,
+                    self._pressure.observe(len(self._pending), seconds,
                                            self._session.write_backlog())
         finally:
             self._drain = None
 
-    async def _commit(self, group: list[Item]) -> None:
+    async def _commit(self, group: list[Item]) -> float:
+        """Run the group's transaction; how long it took (0 for a group nobody waits for)."""
         group = _live(group)
         if not group:
-            return
+            return 0.0
+        start = time.perf_counter()
+        try:
+            await self._transaction(group)
+        finally:
+            seconds = time.perf_counter() - start
+            self._observer.transaction(seconds)
+            self._observer.group(len(group))
+        return seconds
+
+    async def _transaction(self, group: list[Item]) -> None:
         try:
             await self._session.begin(self._offload)
         except Exception as exc:

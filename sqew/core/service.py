@@ -39,7 +39,15 @@ from sqew.core import (
     waiting,
 )
 from sqew.core.clock import Clock, system_clock
-from sqew.core.writer import DirectWriter, Offload, Op, Writer, inline
+from sqew.core.writer import (
+    NO_OBSERVER,
+    DirectWriter,
+    Offload,
+    Op,
+    WriteObserver,
+    Writer,
+    inline,
+)
 
 log = logging.getLogger("sqew.service")
 T = TypeVar("T")
@@ -65,6 +73,7 @@ class QueueService:
         group_commit: run writes in shared transactions on the running event loop (a
             server's; build the service on it) instead of one transaction per call.
         offload: runs blocking reads and long writes (a server: its thread pool).
+        observer: told about each write transaction (a server's metrics).
         reap_when_due: polls and reads run the reaper once ``reap_interval_ms`` has passed,
             if this process can take the reaper's lead at that moment (the embedded Client;
             a server whose timer reaps passes False; see ``sqew.core.maintenance``).
@@ -81,6 +90,7 @@ class QueueService:
         rng: random.Random | None = None,
         group_commit: bool = False,
         offload: Offload[Any] = inline,
+        observer: WriteObserver = NO_OBSERVER,
         reap_when_due: bool = True,
         backpressure: pressure.Thresholds | None = None,
     ) -> None:
@@ -89,7 +99,7 @@ class QueueService:
         self.waiter = backend.waiter()
         self._rng = rng or random.Random()
         self._offload = offload
-        self._direct = DirectWriter(backend, clock, self.waiter)
+        self._direct = DirectWriter(backend, clock, self.waiter, observer)
         self._writer: Writer = self._direct
         self.pressure: pressure.Pressure | None = None
         """The overload state (a server's group commit with ``backpressure``), else None."""
@@ -98,7 +108,8 @@ class QueueService:
 
             if backpressure is not None:
                 self.pressure = pressure.Pressure(backpressure)
-            self._writer = GroupWriter(backend, clock, self.waiter, offload, self.pressure)
+            self._writer = GroupWriter(backend, clock, self.waiter, offload, observer,
+                                       self.pressure)
         self._reaps = maintenance.ReapSchedule(reap_interval_ms)
         self._reap_when_due = reap_when_due
 
@@ -259,6 +270,11 @@ class QueueService:
         return await self._read(
             lambda tx, now: admin.stats(tx, delivering.queue_row(tx, queue), now)
         )
+
+    async def all_stats(self) -> list[models.Stats]:
+        """The stats of every queue, DLQs included, by name: one statement, however many
+        queues (what a metrics scrape reads)."""
+        return await self._read(lambda tx, now: admin.all_stats(tx, now))
 
     async def peek(self, queue: str, limit: int = 10) -> list[models.Message]:
         """The next ready messages in delivery order, without leasing them."""

@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 
 from sqew import models, queue_settings
-from sqew.backends.base import MessageRow, QueueRow
+from sqew.backends.base import MessageRow, QueueCounts, QueueRow
 from sqew.core import rules, signing
 
 _decode_attrs = msgspec.json.Decoder(dict[str, str]).decode
@@ -91,7 +91,7 @@ def _origin(row: MessageRow) -> str | msgspec.UnsetType:
 
 
 def stats(
-    row: QueueRow, dlq_depth: int, counts: tuple[int, int, int, int | None], now: int
+    row: QueueRow | QueueCounts, dlq_depth: int, counts: tuple[int, int, int, int | None], now: int
 ) -> models.Stats:
     """Stats from maintained counters plus the (leased, delayed, expired, oldest) counts."""
     leased_n, delayed_n, expired_n, oldest = counts

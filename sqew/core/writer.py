@@ -14,6 +14,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Hashable, Sequence
 from concurrent.futures import Executor
 from typing import Any, Generic, TypeVar
@@ -57,6 +58,24 @@ class Op(abc.ABC, Generic[R]):
         raise NotImplementedError
 
 
+class WriteObserver:
+    """What the writers report about their transactions; this base reports to nobody.
+
+    A server passes a subclass that feeds its metrics (core imports no metrics library). Called
+    on the writer's own thread or loop, once per transaction: keep it cheap, never raise.
+    """
+
+    def transaction(self, seconds: float) -> None:
+        """A write transaction ended (committed or not) ``seconds`` after it began to take
+        the write lock."""
+
+    def group(self, operations: int) -> None:
+        """A group commit ran ``operations`` operations in one transaction."""
+
+
+NO_OBSERVER = WriteObserver()
+
+
 class Writer(abc.ABC):
     """Runs operations, each committed before its result is returned."""
 
@@ -81,10 +100,14 @@ class DirectWriter(Writer):
     Its ``write`` never suspends, so a synchronous caller can run it with ``run_sync``.
     """
 
-    def __init__(self, backend: Backend, clock: Clock, waiter: Waiter) -> None:
+    def __init__(
+        self, backend: Backend, clock: Clock, waiter: Waiter,
+        observer: WriteObserver = NO_OBSERVER,
+    ) -> None:
         self._backend = backend
         self._clock = clock
         self._waiter = waiter
+        self._observer = observer
 
     async def write(self, op: Op[R]) -> R:
         return self.run(op)
@@ -102,8 +125,12 @@ class DirectWriter(Writer):
 
     def run(self, op: Op[R]) -> R:
         """Run ``op`` in a transaction of its own (blocking) and return its result."""
-        with self._backend.write() as tx:
-            result = op.run(tx, self._clock())
+        start = time.perf_counter()
+        try:
+            with self._backend.write() as tx:
+                result = op.run(tx, self._clock())
+        finally:
+            self._observer.transaction(time.perf_counter() - start)
         if op.notify:
             self._waiter.changed(op.notify)
         return result

@@ -69,7 +69,11 @@ def create_app(
         on_startup=[startup],
         on_shutdown=[shutdown],
         exception_handlers={Exception: server_errors.handle},
-        middleware=[answer_cancelled, auth.middleware(rt.auth)],
+        # Metrics outermost: they see the status of every answer, a cancelled request's too.
+        middleware=[
+            *([rt.metrics.middleware] if settings.metrics else []),
+            answer_cancelled, auth.middleware(rt.auth),
+        ],
         request_max_body_size=settings.max_body_bytes,
         openapi_config=openapi.config(),
         state=State({"runtime": rt}),

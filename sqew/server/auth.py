@@ -45,6 +45,9 @@ PRINCIPAL = "sqew.principal"
 """The key of the request's principal in the ASGI scope's ``state``."""
 CHALLENGE = 'Bearer realm="sqew"'
 """``WWW-Authenticate`` of every 401 Unauthorized."""
+REJECTED_BY_AUTH = "sqew.rejected_by_auth"
+"""Set in the scope's ``state`` when this middleware refused the request (its 429 for failed
+attempts too): the error handler counts it as an ``auth`` rejection."""
 
 
 def check_routes(handlers: Iterable[BaseRouteHandler]) -> None:
@@ -76,9 +79,14 @@ def middleware(auth: Authenticator) -> Callable[[ASGIApp], ASGIApp]:
             if scope["type"] == ScopeType.HTTP:
                 need = auth.need_of(scope["route_handler"])
                 if need != "open":
-                    principal = await auth.authenticate(scope)
+                    try:
+                        principal = await auth.authenticate(scope)
+                        if principal is not None:
+                            authorize(principal, need, scope["path_params"].get("q"))
+                    except errors.SqewError:
+                        scope["state"][REJECTED_BY_AUTH] = True
+                        raise
                     if principal is not None:
-                        authorize(principal, need, scope["path_params"].get("q"))
                         scope["state"][PRINCIPAL] = principal
             await app(scope, receive, send)
 

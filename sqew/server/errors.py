@@ -24,16 +24,30 @@ from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 
 from sqew import errors
 from sqew.core import rules
-from sqew.server.auth import CHALLENGE
+from sqew.server.auth import CHALLENGE, REJECTED_BY_AUTH
+from sqew.server.metrics import Reason
 
 log = logging.getLogger("sqew.server")
 _encode = msgspec.json.Encoder().encode
 JSON = "application/json"
+REASONS: dict[type[errors.SqewError], Reason] = {
+    errors.QueueFull: "quota",
+    errors.RateLimited: "rate_limit",
+    errors.ValidationError: "validation",
+    errors.InvalidRequest: "validation",
+    errors.PayloadTooLarge: "validation",
+    errors.Unauthorized: "auth",
+    errors.Forbidden: "auth",
+    errors.InvalidSignature: "signature",
+    errors.Overloaded: "overload",
+}
+"""The rejection reason (metric ``sqew_rejected_total``) of each error that refuses a request."""
 
 
 def handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
     """Litestar exception handler for every exception type."""
     err, headers = to_sqew_error(request, exc)
+    _count(request, err)
     if err.retry_after is not None:
         headers["retry-after"] = str(max(0, math.ceil(err.retry_after)))
     if isinstance(err, errors.Unauthorized):
@@ -41,6 +55,16 @@ def handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
     return Response(
         content=_encode(err.to_dict()), status_code=err.status, media_type=JSON, headers=headers
     )
+
+
+def _count(request: Request[Any, Any, Any], err: errors.SqewError) -> None:
+    """Count the refusal, and the request where the metrics middleware could not."""
+    scope = request.scope
+    metrics = request.app.state.runtime.metrics
+    reason = "auth" if scope["state"].get(REJECTED_BY_AUTH) else REASONS.get(type(err))
+    if reason is not None:
+        metrics.rejected(scope.get("path_params", {}).get("q"), reason)
+    metrics.error_answered(scope, err.status)
 
 
 def to_sqew_error(

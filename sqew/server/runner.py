@@ -22,8 +22,10 @@ import gc
 import logging
 import math
 import os
+import shutil
 import socket
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
@@ -31,6 +33,7 @@ from typing import Any
 
 import uvicorn
 from litestar import Litestar
+from prometheus_client.multiprocess import mark_process_dead
 from uvicorn.supervisors import Multiprocess
 
 from sqew import errors
@@ -38,6 +41,7 @@ from sqew.backends import open_backend
 from sqew.config import Settings
 from sqew.server import protocols
 from sqew.server.app import app_from_env, create_app
+from sqew.server.metrics import MULTIPROC_ENV
 from sqew.server.preflight import (
     check_exposure,
     check_tls,
@@ -108,9 +112,10 @@ def run(settings: Settings, *, announce: Callable[[str], None] | None = None) ->
     try:
         if many:
             os.environ.update(settings.to_env())  # the worker processes build their settings
-            supervisor = (_Supervisor(config, sockets, settings.host, port) if BALANCED
-                          else Multiprocess(config, sockets=sockets))
-            supervisor.run()
+            with metrics_dir() as shared:
+                supervisor = (_Supervisor(config, sockets, settings.host, port, shared)
+                              if BALANCED else Multiprocess(config, sockets=sockets))
+                supervisor.run()
             if isinstance(supervisor, _Supervisor) and supervisor.failure is not None:
                 raise supervisor.failure
         else:
@@ -118,6 +123,28 @@ def run(settings: Settings, *, announce: Callable[[str], None] | None = None) ->
     finally:
         for sock in sockets:
             sock.close()
+
+
+@contextlib.contextmanager
+def metrics_dir() -> Iterator[str]:
+    """A fresh ``PROMETHEUS_MULTIPROC_DIR`` for the workers of one server, removed after.
+
+    Every worker process writes its metrics there (prometheus-client's multiprocess mode, set
+    up by the variable before the worker imports the library: workers are spawned), and the
+    worker answering a scrape sums them all (``sqew.server.metrics``). A directory of the
+    server's own: files left by another run would be added in.
+    """
+    path = tempfile.mkdtemp(prefix="sqew-metrics-")
+    previous = os.environ.get(MULTIPROC_ENV)
+    os.environ[MULTIPROC_ENV] = path
+    try:
+        yield path
+    finally:
+        if previous is None:
+            os.environ.pop(MULTIPROC_ENV, None)
+        else:
+            os.environ[MULTIPROC_ENV] = previous
+        shutil.rmtree(path, ignore_errors=True)
 
 
 class _Supervisor(Multiprocess):
@@ -132,8 +159,9 @@ class _Supervisor(Multiprocess):
     """
 
     def __init__(self, config: uvicorn.Config, sockets: list[socket.socket], host: str,
-                 port: int) -> None:
+                 port: int, metrics: str | None = None) -> None:
         self._address = (host, port)
+        self._metrics = metrics
         self._handed: list[socket.socket] = []
         self.failure: errors.Unavailable | None = None
         super().__init__(config, sockets=sockets)
@@ -167,7 +195,9 @@ class _Supervisor(Multiprocess):
     @contextlib.contextmanager
     def _handing_over(self) -> Iterator[None]:
         """Close the supervisor's copies of the sockets handed to workers started meanwhile;
-        stop everything if a new worker cannot have a socket."""
+        stop everything if a new worker cannot have a socket. Workers that ended meanwhile
+        (crashed and replaced) leave the metrics' ``live`` gauges."""
+        before = {p.pid for p in self.processes}
         try:
             yield
         except errors.Unavailable as exc:
@@ -178,6 +208,10 @@ class _Supervisor(Multiprocess):
             for sock in self._handed:
                 sock.close()
             self._handed.clear()
+            if self._metrics:
+                for pid in before - {p.pid for p in self.processes}:
+                    if pid is not None:
+                        mark_process_dead(pid, self._metrics)  # type: ignore[no-untyped-call]
 
 
 def uvicorn_config(settings: Settings, app: Litestar | None = None) -> uvicorn.Config:

@@ -57,7 +57,7 @@ class Runtime:
         self._pool: ThreadPoolExecutor | None = None
         self._timer: asyncio.Task[None] | None = None
         self.draining = False
-        self.metrics = Metrics()
+        self.metrics = Metrics(enabled=settings.metrics)
         self.background = Background(self, reap=reaper_timer)
         self.waiting_polls = 0  # long polls (wait_ms > 0) in progress (max_waiting_polls)
         self.auth = Authenticator(self)
@@ -80,6 +80,7 @@ class Runtime:
             self._service = QueueService(
                 backend, clock=self.clock, reap_interval_ms=s.reap_interval_ms,
                 group_commit=s.group_commit, offload=self.offload, rng=self._rng,
+                observer=self.metrics.observer,
                 reap_when_due=not self._reaper_timer,
                 backpressure=Thresholds(s.overload_pending_writes, s.overload_wal_bytes,
                                         s.overload_commit_ms),
@@ -112,6 +113,7 @@ class Runtime:
             await asyncio.get_running_loop().run_in_executor(None, self._pool.shutdown)
         if self._service is not None:
             self._service.close()
+        self.metrics.close()
 
     # --- calls ----------------------------------------------------------------------------------
     def offload(self, fn: Callable[[], T]) -> Awaitable[T]:

@@ -141,6 +141,8 @@ def every_statement(calls: Calls) -> None:
     assert tx.move_all(dlq_id, q, [b.id], now) == 1
     assert tx.move_all(dlq_id, q, None, now) == 1
     assert tx.counts(qid, now) == (0, 1, 0, now)  # d is due at now + 100
+    assert [(r.name, (r.leased, r.delayed, r.expired, r.oldest)) for r in tx.all_counts(now)] == [
+        ("q", (0, 1, 0, now)), ("q.dlq", tx.counts(dlq_id, now))]
     assert tx.reap_messages(qid, now + 100_000, 10) == 3
     assert tx.reap_dedup(qid, now + 100, 10) == 1
     assert tx.reap_dedup(None, now + 100, 10) == 0

@@ -88,11 +88,14 @@ async def enqueue(
             )
         batch = wire.decode_batch(body, rt.settings.max_json_depth)
         results = await rt.service.enqueue(q, batch.messages, proof)
+        rt.metrics.duplicates(q, sum(r.duplicate for r in results))
         return JsonResponse(models.EnqueueBatchResult(results), 201)
     message = wire.decode_message(body, rt.settings.max_json_depth)
     if idempotency_key is not None:
         message = _with_key(message, idempotency_key)
     (result,) = await rt.service.enqueue(q, [message], proof)
+    if result.duplicate:
+        rt.metrics.duplicates(q, 1)
     return JsonResponse(result, 201)
 
 
@@ -148,12 +151,14 @@ async def poll(
             f"{rt.waiting_polls} long polls are waiting in this server process, the most it "
             "allows (max_waiting_polls): retry later", retry_after=1.0)
     rt.waiting_polls += 1
+    rt.metrics.long_poll_started()
     try:
         call = rt.service.poll(q, batch=batch, wait_ms=wait_ms, visibility_ms=visibility_ms)
         # A poll that may wait ends, leasing nothing, when its client disconnects meanwhile.
         got = await wire.unless_disconnected(request, call) or []
     finally:
         rt.waiting_polls -= 1
+        rt.metrics.long_poll_ended()
     return JsonResponse(models.LeasedMessageList(got))
 
 
