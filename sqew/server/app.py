@@ -47,8 +47,10 @@ def create_app(
         settings: server settings (database, body limit, threads, …); defaults if omitted.
         clock: the service's clock in epoch milliseconds (tests inject a ManualClock).
         rng: the randomness of backoff jitter (tests seed it for repeatable runs).
-        reaper_timer: reap on a wall-clock timer every ``reap_interval_ms``; off, polls and
-            reads still reap once due by ``clock`` (a test on a ManualClock decides when).
+        reaper_timer: reap on a wall-clock timer every ``reap_interval_ms`` when this process
+            leads the reaper (``sqew.server.background``); off, polls and reads still reap once
+            due by ``clock``, taking the lead for a moment (a test on a ManualClock decides
+            when).
     """
     settings = settings or Settings()
     auth.check_routes(ROUTES)
