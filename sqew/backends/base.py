@@ -408,7 +408,8 @@ class Backend(abc.ABC):
 
         The lead is held while this process lives (released by ``Lead.release``, or by the
         operating system or the database when the process dies), so a follower that asks
-        again later takes over from a leader that died.
+        again later takes over from a leader that died. It never waits for the lead, though
+        it may take a round trip to the database (a server calls it on a thread).
         """
 
     @abc.abstractmethod

@@ -15,7 +15,8 @@ from __future__ import annotations
 import logging
 from typing import NamedTuple
 
-from sqew.backends.base import Tx
+from sqew import errors
+from sqew.backends.base import Backend, Lead, Tx
 from sqew.core.delivering import dead_letter_ended, queue_row
 from sqew.core.writer import Op
 
@@ -117,10 +118,17 @@ class Compact(Op[int]):
 
 
 class ReapSchedule:
-    """When the next reap is due (epoch ms), shared by the timer and the polls."""
+    """When the next reap is due (epoch ms), and whether this process may run it.
 
-    def __init__(self, interval_ms: int) -> None:
+    Args:
+        interval_ms: ``reap_interval_ms``.
+        when_due: polls and reads reap once due (``lead_if_due``); False where a timer
+            reaps (a server's, in the process that leads).
+    """
+
+    def __init__(self, interval_ms: int, *, when_due: bool = True) -> None:
         self.interval_ms = interval_ms
+        self.when_due = when_due
         self._last = 0
 
     def due(self, now: int) -> bool:
@@ -129,3 +137,24 @@ class ReapSchedule:
             return False
         self._last = now
         return True
+
+    def lead_if_due(self, backend: Backend, now: int) -> Lead | None:
+        """The reaper's lead, to hold while a poll or read reaps, if they reap, a reap is due
+        at ``now`` and no other process leads; else None (release it after the reap)."""
+        if not self.when_due or not self.due(now):
+            return None
+        try:
+            lead = backend.try_lead(ROLE)
+        except errors.SqewError as exc:  # a read-only directory: the call goes on
+            log.info("reaping skipped: %s", exc.message)
+            return None
+        if lead is None:
+            log.debug("reaping left to the process that leads the reaper")
+        return lead
+
+
+def log_reaped(reaped: Reaped) -> None:
+    """A line per reaper run that did something (with its counts); at debug otherwise."""
+    level = logging.INFO if reaped.total else logging.DEBUG
+    if log.isEnabledFor(level):
+        log.log(level, "reaper: %s", reaped.describe(), extra=reaped._asdict())

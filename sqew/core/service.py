@@ -27,7 +27,7 @@ import msgspec
 from opentelemetry.trace import Tracer
 
 from sqew import errors, models
-from sqew.backends.base import Backend, KeyRow, Lead, Tx
+from sqew.backends.base import Backend, KeyRow, Tx
 from sqew.core import administering as admin
 from sqew.core import (
     delivering,
@@ -127,8 +127,7 @@ class QueueService:
 
             self._writer = GroupWriter(
                 backend, clock, self.waiter, offload, observer, self.pressure)
-        self._reaps = maintenance.ReapSchedule(reap_interval_ms)
-        self._reap_when_due = reap_when_due
+        self._reaps = maintenance.ReapSchedule(reap_interval_ms, when_due=reap_when_due)
 
     # --- running --------------------------------------------------------------------------------
     async def _blocking_write(self, op: Op[T]) -> T:
@@ -136,31 +135,17 @@ class QueueService:
         result: T = await self._offload(lambda: self._direct.run(op))
         return result
 
-    def _reaper_lead(self) -> Lead | None:
-        """The reaper's lead if a reap is due and this process can take it now (the embedded
-        Client; see ``sqew.core.maintenance``), else None."""
-        if not self._reap_when_due or not self._reaps.due(self.clock()):
-            return None
-        try:
-            lead = self.backend.try_lead(maintenance.ROLE)
-        except errors.SqewError as exc:
-            log.info("reaping skipped: %s", exc.message)
-            return None
-        if lead is None:
-            maintenance.log.debug("reaping left to the process that leads the reaper")
-        return lead
-
     def _reap_ahead(self) -> None:
         """Run the reaper ahead of what follows if it is due, not waited for (a poll: in a
         group commit the reap and the claim share the group); the lead is let go after."""
-        lead = self._reaper_lead()
+        lead = self._reaps.lead_if_due(self.backend, self.clock())
         if lead is None:
             return
 
         def then(reaped: maintenance.Reaped | None) -> None:
             lead.release()
             if reaped is not None:
-                _log_reaped(reaped)
+                maintenance.log_reaped(reaped)
 
         try:
             self._writer.submit(maintenance.Reap(), then)
@@ -172,7 +157,7 @@ class QueueService:
         """Run the reaper first if it is due, and wait for it, so that stats, peek and the DLQ
         agree about expired messages and ended last leases; a failure (a read-only or busy
         database) is logged and the read goes on."""
-        lead = self._reaper_lead()
+        lead = self._reaps.lead_if_due(self.backend, self.clock())
         if lead is None:
             return
         try:
@@ -182,7 +167,7 @@ class QueueService:
             return
         finally:
             lead.release()
-        _log_reaped(reaped)
+        maintenance.log_reaped(reaped)
 
     async def _read(self, fn: Callable[[Tx, int], T]) -> T:
         await self._reap_before_read()
@@ -393,7 +378,7 @@ class QueueService:
         in every queue, and dead-letter messages whose last allowed lease ended."""
         self._reaps.due(self.clock())
         reaped = await self._writer.write(maintenance.Reap())
-        _log_reaped(reaped)
+        maintenance.log_reaped(reaped)
         return reaped
 
     async def probe(self) -> None:
@@ -423,9 +408,3 @@ class QueueService:
         self.close()
 
 
-
-def _log_reaped(reaped: maintenance.Reaped) -> None:
-    """A line per reaper run that did something (with its counts); at debug otherwise."""
-    level = logging.INFO if reaped.total else logging.DEBUG
-    if maintenance.log.isEnabledFor(level):
-        maintenance.log.log(level, "reaper: %s", reaped.describe(), extra=reaped._asdict())

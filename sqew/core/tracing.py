@@ -182,7 +182,7 @@ class TracedGroupWriter(GroupWriter):
             self._callers[future] = caller
         return future
 
-    async def _commit(self, group: list[Item]) -> None:
+    async def _commit(self, group: list[Item]) -> float:
         by_id: dict[tuple[int, int], SpanContext] = {}
         for _, future in group:
             caller = self._callers.pop(future, None)
@@ -190,8 +190,7 @@ class TracedGroupWriter(GroupWriter):
                 by_id.setdefault((caller.trace_id, caller.span_id), caller)
         callers = list(by_id.values())
         if not callers:  # no caller is recorded (sampled out, or background work with no
-            await super()._commit(group)  # span): neither is their transaction
-            return
+            return await super()._commit(group)  # span): neither is their transaction
         attrs: dict[str, Any] = {
             "db.system.name": self._db, "sqew.group.size": len(group),
             "sqew.operations": ",".join(sorted({type(op).__name__ for op, _ in group})),
@@ -204,7 +203,7 @@ class TracedGroupWriter(GroupWriter):
             links = [Link(c) for c in callers]
         with current_span(self._tracer, TRANSACTION, context=parent, kind=SpanKind.CLIENT,
                           links=links, attributes=attrs):
-            await super()._commit(group)
+            return await super()._commit(group)
 
 
 def _sampled_out() -> bool:

@@ -49,8 +49,10 @@ def create_app(
         settings: server settings (database, body limit, threads, …); defaults if omitted.
         clock: the service's clock in epoch milliseconds (tests inject a ManualClock).
         rng: the randomness of backoff jitter (tests seed it for repeatable runs).
-        reaper_timer: reap on a wall-clock timer every ``reap_interval_ms``; off, polls and
-            reads still reap once due by ``clock`` (a test on a ManualClock decides when).
+        reaper_timer: reap on a wall-clock timer every ``reap_interval_ms`` when this process
+            leads the reaper (``sqew.server.background``); off, polls and reads still reap once
+            due by ``clock``, taking the lead for a moment (a test on a ManualClock decides
+            when).
         tracer_provider: trace requests, operations and transactions with it (tests, a
             program embedding the server). Without one, a server traces when the process has
             an OpenTelemetry SDK set up, or when ``OTEL_TRACES_EXPORTER`` names an exporter

@@ -8,7 +8,7 @@ next tick, so when the leader dies (its lock goes with it) a follower takes over
 interval. The embedded Client and the CLI reap only when they can take the lead for a moment
 (``sqew.core.maintenance``): with a server running, the work is the server's.
 
-Its metrics (on the app's registry; each process reports its own, so a sum over processes of
+Its metrics (``BackgroundMetrics``; with ``--workers N`` the scrape combines the workers', so
 ``sqew_reaper_leader`` is 1 while a server runs on the database):
 
 - ``sqew_reaper_leader``: 1 in the process that leads the reaper, else 0;
@@ -28,46 +28,56 @@ import os
 import time
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-
 from sqew import errors
 from sqew.backends.base import Lead
 from sqew.core import maintenance
 from sqew.core.pressure import Pressure
 
 if TYPE_CHECKING:
+    from sqew.server.metrics import Metrics
     from sqew.server.runtime import Runtime
 
 MIN_TICK_S = 0.05
 """The shortest interval between ticks (``reap_interval_ms`` may be tiny in tests)."""
+REAP_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 log = logging.getLogger("sqew.reaper")
 
 
 class BackgroundMetrics:
-    """The background work's Prometheus metrics on ``registry``."""
+    """The background work's metrics, made with the app's ``Metrics`` (none when the setting
+    ``metrics`` is off). Gauges combine over ``--workers`` as their ``multiprocess_mode``
+    says."""
 
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.leader = Gauge("sqew_reaper_leader", "1 in the process leading the reaper",
-                            registry=registry, multiprocess_mode="livesum")
-        self.runs = Counter("sqew_reaper_runs", "Reaper runs in this process",
-                            registry=registry)
-        self.removed = Counter("sqew_reaper_removed", "Messages and records the reaper removed "
-                               "(dead_lettered: moved to a DLQ)", ["kind"], registry=registry)
-        self.duration = Histogram("sqew_reaper_duration_seconds", "Reaper run time",
-                                  registry=registry)
-        self.overloaded = Gauge("sqew_overloaded", "1 while enqueues are refused "
-                                "(backpressure)", registry=registry, multiprocess_mode="livemax")
-        self.pending = Gauge("sqew_backpressure_pending_writes", "Write operations waiting "
-                             "for the group commit", registry=registry,
-                             multiprocess_mode="livesum")
-        self.wal = Gauge("sqew_backpressure_wal_bytes", "Write log bytes not yet copied into "
-                         "the database", registry=registry, multiprocess_mode="livemax")
-        self.commit = Gauge("sqew_backpressure_commit_seconds", "Moving average of a group "
-                            "commit's transaction time", registry=registry,
-                            multiprocess_mode="livemax")
+    def __init__(self, metrics: Metrics) -> None:
+        self.enabled = metrics.enabled
+        if not self.enabled:
+            return
+        self.leader = metrics.gauge("sqew_reaper_leader", "1 in the process leading the reaper",
+                                    multiprocess_mode="livesum")
+        self.runs = metrics.counter("sqew_reaper_runs", "Reaper runs in this process")
+        self.removed = metrics.counter(
+            "sqew_reaper_removed", "Messages and records the reaper removed, by kind "
+            "(dead_lettered: moved to a DLQ)", ("kind",))
+        self.duration = metrics.histogram("sqew_reaper_duration_seconds", "Reaper run time",
+                                          buckets=REAP_BUCKETS)
+        self.overloaded = metrics.gauge("sqew_overloaded", "1 while enqueues are refused "
+                                        "(backpressure)", multiprocess_mode="livemax")
+        self.pending = metrics.gauge("sqew_backpressure_pending_writes", "Write operations "
+                                     "waiting for the group commit", multiprocess_mode="livesum")
+        self.wal = metrics.gauge("sqew_backpressure_wal_bytes", "Write log bytes not yet "
+                                 "copied into the database", multiprocess_mode="livemax")
+        self.commit = metrics.gauge("sqew_backpressure_commit_seconds", "Moving average of a "
+                                    "group commit's transaction time", multiprocess_mode="livemax")
+
+    def lead(self, held: bool) -> None:
+        """This process took (or let go of) the reaper's lead."""
+        if self.enabled:
+            self.leader.set(1 if held else 0)
 
     def pressure(self, state: Pressure) -> None:
         """Show ``state`` (called when it changes, and at every tick)."""
+        if not self.enabled:
+            return
         self.overloaded.set(1 if state.overloaded else 0)
         self.pending.set(state.pending)
         self.wal.set(state.backlog)
@@ -75,6 +85,8 @@ class BackgroundMetrics:
 
     def reaped(self, reaped: maintenance.Reaped, seconds: float) -> None:
         """Count one run."""
+        if not self.enabled:
+            return
         self.runs.inc()
         self.duration.observe(seconds)
         for kind, n in (("expired", reaped.expired), ("idempotency", reaped.tombstones),
@@ -96,7 +108,7 @@ class Background:
         self._rt = rt
         self._reap = reap
         self._lead: Lead | None = None
-        self.metrics = BackgroundMetrics(rt.metrics.registry)
+        self.metrics = BackgroundMetrics(rt.metrics)
 
     @property
     def leader(self) -> bool:
@@ -138,11 +150,10 @@ class Background:
         if self._lead is not None and not self._lead.held:
             log.warning("lost the reaper's lead (pid %d)", os.getpid())
             self._lead = None
-            self.metrics.leader.set(0)
+            self.metrics.lead(False)
         if self._lead is None:
-            backend = rt.service.backend
             try:
-                self._lead = await rt.offload(lambda: backend.try_lead(maintenance.ROLE))
+                self._lead = await self._try_lead()
             except errors.SqewError as exc:
                 log.warning("cannot take the reaper's lead: %s", exc.message)
                 return
@@ -151,7 +162,7 @@ class Background:
                 return
             log.info("this process (pid %d) leads the reaper", os.getpid(),
                      extra={"pid": os.getpid()})
-            self.metrics.leader.set(1)
+            self.metrics.lead(True)
         started = time.monotonic()
         reaped = await rt.service.reap()
         seconds = time.monotonic() - started
@@ -163,6 +174,21 @@ class Background:
                 reaped.dead_lettered,
                 extra={"event": "reap", "removed": reaped.total, **reaped._asdict(),
                        "duration_ms": round(seconds * 1000, 3)})
+
+    async def _try_lead(self) -> Lead | None:
+        """``try_lead`` on a thread (a database across a network answers in a round trip).
+
+        Should shutdown cancel the wait, a lead the thread takes after all is let go at once:
+        held by nobody, it would stop every other process from reaping.
+        """
+        backend = self._rt.service.backend
+        taking = asyncio.ensure_future(self._rt.offload(lambda: backend.try_lead(
+            maintenance.ROLE)))
+        try:
+            return await asyncio.shield(taking)
+        except asyncio.CancelledError:
+            taking.add_done_callback(_let_go)
+            raise
 
     async def _measure(self) -> None:
         state = self._rt.service.pressure
@@ -177,5 +203,13 @@ class Background:
         if self._lead is not None:
             self._lead.release()
             self._lead = None
-            self.metrics.leader.set(0)
+            self.metrics.lead(False)
             log.info("released the reaper's lead (pid %d)", os.getpid())
+
+
+def _let_go(taking: asyncio.Future[Lead | None]) -> None:
+    """Release a lead that arrived after nobody waited for it any more."""
+    if not taking.cancelled() and taking.exception() is None:
+        lead = taking.result()
+        if lead is not None:
+            lead.release()

@@ -115,6 +115,25 @@ def test_compact_keeps_the_archive_to_the_retention(
     assert {first.id, second.id} == {a, b}
 
 
+def test_the_reaper_keeps_the_archive_to_the_retention(
+    client: sqew.Client, clock: ManualClock, q: str
+) -> None:
+    enqueue(client, q, 2)
+    first = client.poll(q)[0]
+    client.ack(q, first.id, first.token)
+    clock.advance(30_000)
+    second = client.poll(q)[0]
+    client.ack(q, second.id, second.token)
+    clock.advance(29_000)
+    assert ids(client.scan(q, source="archive").messages) == sorted([first.id, second.id])
+    clock.advance(1000)  # the first was acked 60 s (the retention) ago; a read reaps first
+    # (the reaper runs at most once per reap_interval_ms, 1000 here)
+    assert ids(client.scan(q, source="archive").messages) == [second.id]
+    clock.advance(30_000)
+    assert client.scan(q, source="archive").messages == []
+    assert client.compact(q) == 0  # nothing left for compaction
+
+
 def test_expired_messages_are_not_scanned(
     client: sqew.Client, clock: ManualClock, q: str
 ) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import psutil
+from prometheus_client.parser import text_string_to_metric_families
 
 import sqew
 from sqew.core.clock import ManualClock, system_clock
@@ -43,6 +44,16 @@ def leads(server: Served) -> bool:
 
 def pids(pattern: re.Pattern[str], server: Served) -> list[int]:
     return [int(m.group(1)) for m in pattern.finditer(server.log.text())]
+
+
+def metric(server: Served, name: str, **labels: str) -> float:
+    """A sample of the server's /metrics (0 when absent: a labelled counter never moved)."""
+    text = httpx.get(f"{server.url}/metrics", timeout=10).text
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and sample.labels == labels:
+                return float(sample.value)
+    return 0.0
 
 
 def expiring(url: str, queue: str) -> tuple[int, int]:
@@ -75,6 +86,11 @@ def test_two_servers_on_one_file_one_reaps_and_the_other_takes_over(tmp_path: Pa
         assert pids(LEADS, leader) == [leader.proc.pid] and pids(LEADS, follower) == []
         expiring(leader.url, "before")
         until(lambda: reaped(follower.url, "before"), "the leader to reap")
+        assert metric(leader, "sqew_reaper_leader") == 1
+        assert metric(follower, "sqew_reaper_leader") == 0
+        assert metric(leader, "sqew_reaper_removed_total", kind="expired") == 1
+        assert metric(leader, "sqew_reaper_removed_total", kind="dead_lettered") == 1
+        assert metric(follower, "sqew_reaper_runs_total") == 0
 
         leader.proc.kill()  # SIGKILL: no release; the lock goes with the process
         leader.proc.wait(STOP_S)

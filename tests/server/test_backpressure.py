@@ -1,7 +1,8 @@
 """Backpressure under a bounded load on 127.0.0.1: a real server with low thresholds refuses
 enqueues with 503 ``Overloaded`` and ``Retry-After`` while its writes back up, keeps serving
-polls and acks meanwhile (``/readyz`` stays 200 and says so, ``sqew_overloaded`` is 1), loses
-nothing it accepted, and accepts enqueues again once the load is gone."""
+polls and acks meanwhile (``/readyz`` stays 200 and says so, ``sqew_overloaded`` is 1, every
+refusal counts in ``sqew_rejected_total{reason="overload"}``), loses nothing it accepted, and
+accepts enqueues again once the load is gone."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ class Seen:
 
     created: list[int] = field(default_factory=list)
     acked: list[int] = field(default_factory=list)
-    refused: int = 0
+    refused: list[int] = field(default_factory=list)  # one item per 503 (appends are atomic)
     failures: list[str] = field(default_factory=list)
     overloaded_now: bool = False  # /readyz's last word
     ready_overloaded: list[list[str]] = field(default_factory=list)  # reasons, when overloaded
@@ -56,7 +57,7 @@ def produce(url: str, seen: Seen, me: int) -> None:
             elif answer.status_code == 503:
                 envelope(answer, 503, "Overloaded")
                 assert int(answer.headers["retry-after"]) >= 1
-                seen.refused += 1
+                seen.refused.append(me)
                 time.sleep(0.05)  # (a real producer waits Retry-After; the test keeps it short)
             else:
                 seen.failures.append(f"enqueue {answer.status_code} {answer.text}")
@@ -114,11 +115,11 @@ def watch(url: str, seen: Seen, stop: threading.Event) -> None:
             stop.wait(0.05)
 
 
-def gauge(http: httpx.Client, name: str = "sqew_overloaded") -> float:
+def gauge(http: httpx.Client, name: str = "sqew_overloaded", **labels: str) -> float:
     text = http.get("/metrics").text
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name == name:
+            if sample.name == name and sample.labels == labels:
                 return float(sample.value)
     raise AssertionError(f"no {name} in /metrics")
 
@@ -145,7 +146,7 @@ def test_enqueues_are_refused_while_writes_back_up_and_nothing_accepted_is_lost(
         try:
             deadline = time.monotonic() + LOAD_S
             while time.monotonic() < deadline and not seen.failures and not (
-                    seen.refused >= PRODUCERS and seen.ready_overloaded
+                    len(seen.refused) >= PRODUCERS and seen.ready_overloaded
                     and seen.served_while_overloaded == {"poll", "ack"}
                     and len(seen.created) >= 20 * BATCH):
                 time.sleep(0.05)
@@ -157,7 +158,7 @@ def test_enqueues_are_refused_while_writes_back_up_and_nothing_accepted_is_lost(
             for done in consumers:
                 done.result(timeout=120)
         assert not seen.failures, seen.failures[:3]
-        assert seen.refused > 0
+        assert seen.refused
         assert seen.ready_overloaded and all(seen.ready_overloaded)
         reasons = {r for rs in seen.ready_overloaded for r in rs}
         assert reasons <= {"pending_writes", "wal_bytes", "commit_ms"}, reasons
@@ -174,4 +175,7 @@ def test_enqueues_are_refused_while_writes_back_up_and_nothing_accepted_is_lost(
         assert seen.gauge_on
         with httpx.Client(base_url=url, timeout=10) as http:
             assert gauge(http) == 0
+            # Every refusal counted as such, per queue and reason.
+            assert gauge(http, "sqew_rejected_total", queue="q", reason="overload") == len(
+                seen.refused)
             assert http.post("/queues/q/messages", json={"payload": "again"}).status_code == 201

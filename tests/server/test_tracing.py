@@ -369,7 +369,10 @@ def test_with_tracing_off_no_tracing_runs_and_messages_still_carry_trace_context
     server = ServerThread(server_settings(tmp_path / "q.db"), reaper_timer=False)
     try:
         assert server.app.state.runtime.tracing is None
-        assert len(server.app.middleware) == 2  # answer_cancelled, auth: no tracing middleware
+        # No tracing middleware: only metrics', answer_cancelled and auth.
+        assert not [m for m in server.app.middleware
+                    if getattr(m, "__module__", "") == "sqew.server.tracing"]
+        assert len(server.app.middleware) == 3
         with sqew.Client(server.url) as client:
             client.create_queue("jobs")
             r = httpx.post(f"{server.url}/queues/jobs/messages", json={"payload": 1},
