@@ -9,6 +9,12 @@ from __future__ import annotations
 import os
 
 SQLITE_URL = "sqlite:///"
+POSTGRES_SCHEMES = ("postgresql+psycopg://", "postgresql://")
+
+
+def is_postgres(target: str | os.PathLike[str]) -> bool:
+    """Whether a target is a PostgreSQL URL (``postgresql+psycopg://…``, ``postgresql://…``)."""
+    return os.fspath(target).startswith(POSTGRES_SCHEMES)
 
 
 def sqlite_path(target: str | os.PathLike[str]) -> str | None:

@@ -16,9 +16,11 @@ What a second backend (PostgreSQL, say) implements:
 - a ``WriteSession`` (a dedicated connection for the server's group committer), a
   ``Waiter`` (wakes long polls on commits of other processes: SQLite watches its data
   version, PostgreSQL would ``LISTEN``; ``sqew.backends.waiting.InProcessWaiter`` is the
-  in-process half) and a ``Backend`` (connections, transactions, schema checks, and
-  ``statements_on_loop``: whether a group's statements may run on the event loop): see those
-  classes below;
+  in-process half) and a ``Backend`` (connections, transactions, schema checks,
+  ``statements_on_loop``: whether a group's statements may run on the event loop, and
+  ``try_lead``: one process per database doing a role): see those classes below;
+- ``Tx.notify`` where other processes' waiters learn of commits by message (PostgreSQL's
+  ``NOTIFY``);
 - an entry in ``sqew.backends.open_backend`` and in the contract suite's targets.
 """
 
@@ -43,6 +45,14 @@ class Tx(abc.ABC):
     @abc.abstractmethod
     def savepoint(self) -> AbstractContextManager[None]:
         """A nested scope: rolled back alone if the block raises, kept otherwise."""
+
+    def notify(self, queues: Iterable[str]) -> None:  # noqa: B027 (a hook: no-op by default)
+        """Tell other processes' waiters, when this transaction commits, that messages of
+        ``queues`` may have become ready (the writers call it last, before the commit).
+
+        Default: nothing (SQLite's waiters watch the file instead); PostgreSQL sends a
+        ``NOTIFY`` per queue, which the database delivers only if the transaction commits.
+        """
 
     # --- queues ---------------------------------------------------------------------------------
     @abc.abstractmethod
@@ -343,6 +353,18 @@ class Waiter(abc.ABC):
         """Wake every wait for good (shutdown)."""
 
 
+class Lead(abc.ABC):
+    """A role held by this process alone among those on one database (``Backend.try_lead``)."""
+
+    @property
+    @abc.abstractmethod
+    def held(self) -> bool:
+        """False once lost (the connection holding it dropped)."""
+
+    @abc.abstractmethod
+    def release(self) -> None: ...
+
+
 class Backend(abc.ABC):
     """A database holding sqew's schema."""
 
@@ -383,6 +405,11 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def schema_head(self) -> str:
         """The revision this code's schema is at (a ready database is at it)."""
+
+    @abc.abstractmethod
+    def try_lead(self, role: str) -> Lead | None:
+        """Become the one process per database doing ``role`` ("reaper"), without waiting:
+        a held Lead, or None when another process holds it."""
 
     @abc.abstractmethod
     def close(self) -> None:

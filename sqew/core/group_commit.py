@@ -155,7 +155,7 @@ class GroupWriter(Writer):
         rarely fail); None, rolled back, if one raised."""
         tx = self._session.tx
         try:
-            return [pair for unit in units for pair in _run_unit(tx, unit, now)]
+            outcomes = [pair for unit in units for pair in _run_unit(tx, unit, now)]
         except Exception as exc:
             self._check_transaction(exc)
             try:
@@ -163,11 +163,13 @@ class GroupWriter(Writer):
             except Exception as rollback_exc:
                 raise _GroupFailed(translate(rollback_exc)) from rollback_exc
             return None
+        return _notified(tx, outcomes)
 
     def _isolated(self, units: list[Unit], now: int) -> list[tuple[Item, Outcome]]:
         """Each unit in a savepoint: one failure fails only its own operations."""
         tx = self._session.tx
-        return [pair for unit in units for pair in self._isolated_unit(tx, unit, now)]
+        outcomes = [pair for unit in units for pair in self._isolated_unit(tx, unit, now)]
+        return _notified(tx, outcomes)
 
     def _isolated_unit(self, tx: Tx, unit: Unit, now: int) -> list[tuple[Item, Outcome]]:
         try:
@@ -206,6 +208,15 @@ class GroupWriter(Writer):
                 future.set_exception(value)
         if notify:
             self._waiter.changed(notify)
+
+
+def _notified(tx: Tx, outcomes: list[tuple[Item, Outcome]]) -> list[tuple[Item, Outcome]]:
+    """``outcomes``, after telling other processes' waiters (``Tx.notify``, sent with the
+    commit) which queues the group's successful operations changed."""
+    queues = {q for (op, _), (ok, _) in outcomes if ok for q in op.notify}
+    if queues:
+        tx.notify(sorted(queues))
+    return outcomes
 
 
 def _live(group: list[Item]) -> list[Item]:

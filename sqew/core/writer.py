@@ -100,6 +100,8 @@ class DirectWriter(Writer):
         """Run ``op`` in a transaction of its own (blocking) and return its result."""
         with self._backend.write() as tx:
             result = op.run(tx, self._clock())
+            if op.notify:  # other processes' waiters, at the commit (see Tx.notify)
+                tx.notify(op.notify)
         if op.notify:
             self._waiter.changed(op.notify)
         return result

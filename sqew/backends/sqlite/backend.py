@@ -16,7 +16,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from sqew import errors
-from sqew.backends.base import Backend, Tx, Waiter, WriteSession
+from sqew.backends.base import Backend, Lead, Tx, Waiter, WriteSession
 from sqew.backends.errors import translate
 from sqew.backends.sqlite import connection, lockfile
 from sqew.backends.sqlite.session import SqliteWriteSession
@@ -178,6 +178,15 @@ class SqliteBackend(Backend):
     def schema_head(self) -> str:
         return SCHEMA_HEAD
 
+    def try_lead(self, role: str) -> Lead | None:
+        # (A placeholder of the `pg` branch so that SqliteBackend stays concrete; the
+        # `pressure` branch owns SQLite's implementation.) An flock of a file of the role's.
+        lock = lockfile.LockFile(self.path.with_name(f"{self.path.name}-{role}"))
+        if not lock.acquire(wait=False):
+            lock.close()
+            return None
+        return _FileLead(lock)
+
     def close(self) -> None:
         self._closed = True
         with self._lock:
@@ -186,6 +195,18 @@ class SqliteBackend(Backend):
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
         self._local = threading.local()
+
+
+class _FileLead(Lead):
+    def __init__(self, lock: lockfile.LockFile) -> None:
+        self._lock = lock
+
+    @property
+    def held(self) -> bool:
+        return self._lock.held
+
+    def release(self) -> None:
+        self._lock.close()
 
 
 def _check_path(path: Path) -> None:
