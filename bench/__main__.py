@@ -3,9 +3,9 @@
 Suites: ``embedded`` (sqew's Client against raw sqlite3, issue #3, and against the embedded
 peers persist-queue and litequeue, issue #10) and ``server`` (the REST server against its own
 /healthz ceiling and moto's SQS server, issue #4), ``spark`` and ``postgres`` (sqew on
-PostgreSQL against plain psycopg on the same server, 1 and 2 server replicas, issue #14). Options after the suite names go to each
-suite (``--quick``, ``--json FILE``: with several suites, one file per suite,
-``FILE.<suite>.json``). Exit status 1 if a target is missed.
+PostgreSQL against plain psycopg on the same server, 1 and 2 server replicas, issue #14).
+Options after the suite names go to each suite (``--quick``, ``--json FILE``: with several
+suites, one file per suite, ``FILE.<suite>.json``). Exit status 1 if a target is missed.
 """
 
 from __future__ import annotations
