@@ -171,15 +171,16 @@ class PgServer:
         self.running = True
         self._run("pg_isready", "-h", str(self.dir), "-p", str(self.port), "-t", str(START_S))
 
-    def stop(self) -> None:
-        """Stop the server (``pg_ctl stop -m fast``; by PID if that fails); the data stays
-        for a later ``start``. Idempotent."""
+    def stop(self, mode: str = "fast") -> None:
+        """Stop the server (``pg_ctl stop -m fast``, or ``immediate``: a crash, recovered from
+        the WAL at the next start; by PID if that fails); the data stays for a later
+        ``start`` (on the same port). Idempotent."""
         with self._lock:
             if not self.running:
                 return
             pid = self.postmaster_pid()
             with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired, OSError):
-                self._run("pg_ctl", "stop", "-D", str(self.data), "-m", "fast", "-w",
+                self._run("pg_ctl", "stop", "-D", str(self.data), "-m", mode, "-w",
                           "-t", str(STOP_S), timeout=STOP_S + 5)
             # pg_ctl returns when postmaster.pid is gone, a moment before the process is.
             if pid is not None and not _gone(pid, STOP_S / 2):
