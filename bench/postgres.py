@@ -21,7 +21,8 @@ payloads given as Python values:
   4 consumer processes;
 * **the server over HTTP** (``sqew serve --db postgresql+psycopg://…``, wrk with
   ``bench/lua/``): single enqueues and poll(10)+ack at 16 connections against one replica, and
-  against two replicas on the same database (8 connections to each, run at once).
+  against two replicas on the same database (8 connections to each, run at once); and how
+  long a long poll on one replica takes to return after an enqueue is sent to the other.
 
 Every measure also reports the WAL it wrote per message (``pg_current_wal_lsn()`` before and
 after). Each round works on fresh databases cloned from templates (raw, sqew), the sides in
@@ -420,9 +421,34 @@ def _http(db: Database, sizes: Sizes, out: Callable[[str], None]) -> dict[str, A
                     cell["wal"].append((db.wal() - before) / msgs if msgs else 0.0)
                     cell["valid"] = cell["valid"] and all(r.valid for r in runs)
                     out(f"  http {workload:<9} {label:<10} {rate:9,.0f} msg/s")
+        wake = _wake_latency(servers[0].url, servers[1].url, 5 if sizes.rounds == 1 else 20)
+        out(f"  wake-up across replicas: median {statistics.median(wake):.1f} ms, "
+            f"max {max(wake):.1f} ms")
     db.server.drop_database("http_run")
-    return {k: {"msgs_s": statistics.median(v["rates"]), "wal": statistics.median(v["wal"]),
-                "valid": v["valid"]} for k, v in got.items()}
+    cells = {k: {"msgs_s": statistics.median(v["rates"]), "wal": statistics.median(v["wal"]),
+                 "valid": v["valid"]} for k, v in got.items()}
+    return {"cells": cells, "wake_ms": wake}
+
+
+def _wake_latency(url_a: str, url_b: str, samples: int) -> list[float]:
+    """Milliseconds from sending an enqueue to replica B until a long poll waiting on replica
+    A returns with it (B commits, PostgreSQL notifies A's listening connection, A claims)."""
+    import sqew
+
+    got: list[float] = []
+    with sqew.Client(url_a) as a, sqew.Client(url_b) as b:  # type: ignore[abstract]
+        a.create_queue("wake")
+        for _ in range(samples):
+            returned: list[float] = []
+            waiting = threading.Thread(target=lambda into=returned: (
+                a.poll("wake", wait_ms=20_000), into.append(time.monotonic())))
+            waiting.start()
+            time.sleep(0.3)  # the poll parks (a bench may sleep; the tests wait for events)
+            sent = time.monotonic()
+            b.enqueue("wake", PAYLOAD)
+            waiting.join(30)
+            got.append((returned[0] - sent) * 1000)
+    return got
 
 
 @contextmanager
@@ -483,10 +509,14 @@ def table(result: dict[str, Any]) -> str:
     if result["http"]:
         lines += ["", f"| sqew serve over HTTP ({HTTP_CONNS} connections in all) | msg/s | "
                   "WAL B/msg | valid |", "|---|---:|---:|---|"]
-        for key, cell in result["http"].items():
+        for key, cell in result["http"]["cells"].items():
             workload, label = key.split("|")
             lines.append(f"| {workload}, {label} | {cell['msgs_s']:,.0f} | {cell['wal']:,.0f} "
                          f"| {'yes' if cell['valid'] else 'NO'} |")
+        wake = result["http"]["wake_ms"]
+        lines += ["", f"Long poll on replica 1 woken by an enqueue on replica 2 (from sending "
+                  f"the enqueue to the poll's answer, {len(wake)} samples): median "
+                  f"{statistics.median(wake):.1f} ms, max {max(wake):.1f} ms."]
     return "\n".join(lines)
 
 
