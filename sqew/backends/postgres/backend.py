@@ -26,7 +26,7 @@ import psycopg
 from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool
 
-from sqew import errors
+from sqew import errors, locations
 from sqew.backends.base import Backend, Lead, Tx, Waiter, WriteSession
 from sqew.backends.errors import translate
 from sqew.backends.postgres import connection
@@ -68,7 +68,7 @@ class PostgresBackend(Backend):
         if durability not in ("normal", "full"):
             raise errors.ValidationError("durability must be 'normal' or 'full'")
         self.url = url
-        self.shown = connection.describe(url)
+        self.shown = locations.shown(url)
         try:
             self._info = connection.conninfo(url)
         except psycopg.Error:
