@@ -1,8 +1,10 @@
-"""A transaction PostgreSQL aborts for a deadlock runs again (``DirectWriter``): the caller
-sees its result, not an error; past ``CONFLICT_ATTEMPTS`` it would see ``Unavailable``."""
+"""A transaction PostgreSQL aborts for a deadlock runs again, alone (``DirectWriter``) or as
+a whole group (``GroupWriter``): the caller sees its result, not an error; past
+``CONFLICT_ATTEMPTS`` it would see ``Unavailable``."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 import time
@@ -12,7 +14,9 @@ from typing import Any
 import pytest
 
 import sqew
+from sqew.backends import open_backend
 from sqew.backends.base import Tx
+from sqew.core.service import QueueService
 from sqew.core.writer import Op
 
 pytestmark = pytest.mark.postgres
@@ -31,7 +35,23 @@ class LockTwoQueues(Op[int]):
         return self.runs
 
 
-def test_a_write_aborted_by_a_deadlock_runs_again_and_commits(tmp_path: Path) -> None:
+def run_in_group(url: str, op: Op[int]) -> int:
+    """``op`` through a server's group commit (on a loop of its own, statements offloaded)."""
+
+    async def main() -> int:
+        service = QueueService(open_backend(url), group_commit=True, offload=asyncio.to_thread)
+        try:
+            return await service._writer.write(op)
+        finally:
+            await service.aclose()
+
+    return asyncio.run(main())
+
+
+@pytest.mark.parametrize("writer", ["direct", "group"])
+def test_a_write_aborted_by_a_deadlock_runs_again_and_commits(
+    tmp_path: Path, writer: str
+) -> None:
     import pg_support
     import targets
 
@@ -51,9 +71,14 @@ def test_a_write_aborted_by_a_deadlock_runs_again_and_commits(tmp_path: Path) ->
             other.execute("SET deadlock_timeout = '60s'")
             other.execute("BEGIN")
             other.execute("UPDATE queues SET acked_total = acked_total + 10 WHERE name = 'b'")
-            writer = threading.Thread(
-                target=lambda: outcome.setdefault("result", client.service._direct.run(op)))
-            writer.start()
+            def run() -> None:
+                if writer == "direct":
+                    outcome["result"] = client.service._direct.run(op)
+                else:
+                    outcome["result"] = run_in_group(store.url, op)
+
+            thread = threading.Thread(target=run)
+            thread.start()
             deadline = time.monotonic() + 20
             while watch.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone() \
                     == (0,):  # the op holds a and waits for b
@@ -63,8 +88,8 @@ def test_a_write_aborted_by_a_deadlock_runs_again_and_commits(tmp_path: Path) ->
             # second run then waits for this one to commit.
             other.execute("UPDATE queues SET acked_total = acked_total + 10 WHERE name = 'a'")
             other.execute("COMMIT")
-            writer.join(30)
-            assert not writer.is_alive()
+            thread.join(30)
+            assert not thread.is_alive()
         assert outcome["result"] == 2 and op.runs == 2
         assert [client.stats(q).acked_total for q in ("a", "b")] == [11, 11]
     finally:
