@@ -140,16 +140,15 @@ class PostgresBackend(Backend):
     def _transaction(self, begin: str) -> Iterator[Tx]:
         conn = self._begin(begin)
         try:
+            tx = PostgresTx(conn, self._origin)
             try:
-                yield PostgresTx(conn, self._origin)
+                yield tx
             except BaseException:
                 _rollback(conn)
                 raise
-            if conn.info.transaction_status == TransactionStatus.INERROR:
-                _rollback(conn)  # COMMIT would roll back without a word
-                raise errors.InternalError("a statement of the transaction failed")
-            conn.execute("COMMIT")
+            tx.commit()  # with the notifications, in one round trip
         except psycopg.Error as exc:
+            _rollback(conn)
             raise translate(exc) from exc
         finally:
             self._pool.putconn(conn)
