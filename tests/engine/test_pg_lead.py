@@ -1,8 +1,8 @@
-"""``Backend.try_lead``: one process per database doing a role (the reaper), on both backends.
+"""``Backend.try_lead`` on PostgreSQL: one process per database doing a role (the reaper).
 
-Two backends opened on one database stand for two processes (SQLite's lock is an ``flock`` of
-its own descriptor, PostgreSQL's an advisory lock of its own connection: neither is shared
-within a process).
+Two backends opened on one database stand for two processes (PostgreSQL's lock is an advisory
+lock of a connection of its own: it is not shared within a process). SQLite's side of the seam
+is tested with it (tests/engine/test_lead.py, branch ``pressure``).
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ import pytest
 from sqew.backends import open_backend
 from sqew.backends.base import Backend
 
+pytestmark = pytest.mark.postgres
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+
+@pytest.fixture
 def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh database of the parameter's backend."""
-    if request.param == "sqlite":
-        return str(tmp_path / "lead.db")
+    """A fresh PostgreSQL database."""
     import targets
 
     store = targets.postgres(tmp_path)
@@ -61,7 +61,6 @@ def test_one_leader_at_a_time_and_the_role_passes_on_release(
     taken.release()
 
 
-@pytest.mark.postgres
 def test_a_lead_whose_connection_dropped_is_lost_and_taken_over(tmp_path: Path) -> None:
     import pg_support
     import targets
