@@ -38,6 +38,7 @@ def test_one_listening_connection_wakes_exactly_the_polls_of_the_written_queue(
         waiter = waiting.service.waiter
         for q in queues:
             assert waiter.until_waiting(q, 1, 20), f"no poll parked on {q}"
+        assert waiter.until_listening(20)
         dbname = store.url.rsplit("/", 1)[1]
         with contextlib.closing(pg_support.cluster().server.connect(dbname)) as admin:
             listening = admin.execute(
