@@ -2,9 +2,10 @@
 
 Suites: ``embedded`` (sqew's Client against raw sqlite3, issue #3, and against the embedded
 peers persist-queue and litequeue, issue #10) and ``server`` (the REST server against its own
-/healthz ceiling and moto's SQS server, issue #4). Options after the suite names go to each
-suite (``--quick``, ``--json FILE``: with several suites, one file per suite,
-``FILE.<suite>.json``). Exit status 1 if a target is missed.
+/healthz ceiling and moto's SQS server, issue #4), ``spark`` and ``postgres`` (sqew on
+PostgreSQL against plain psycopg on the same server, 1 and 2 server replicas, issue #14).
+Options after the suite names go to each suite (``--quick``, ``--json FILE``: with several
+suites, one file per suite, ``FILE.<suite>.json``). Exit status 1 if a target is missed.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import importlib
 import sys
 from pathlib import Path
 
-SUITES = ("embedded", "server", "spark")
+SUITES = ("embedded", "server", "spark", "postgres")
 
 
 def main(argv: list[str]) -> int:

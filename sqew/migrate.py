@@ -81,6 +81,21 @@ def upgrade(connection: Connection) -> None:
                         "to_revision": after})
 
 
+def upgrade_postgres(conninfo: str) -> None:
+    """Apply every pending revision to the PostgreSQL database of a libpq connection string."""
+    import psycopg  # the postgres extra
+
+    engine = create_engine(
+        "postgresql+psycopg://", creator=lambda: psycopg.connect(conninfo),
+        poolclass=pool.NullPool,
+    )
+    try:
+        with engine.connect() as conn:
+            upgrade(conn)
+    finally:
+        engine.dispose()
+
+
 def upgrade_file(path: str | Path) -> None:
     """Apply every pending revision to the SQLite file at ``path``."""
     engine = create_engine(f"sqlite:///{path}", poolclass=pool.NullPool)

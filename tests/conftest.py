@@ -1,9 +1,11 @@
 """Shared fixtures: a ``client`` for every target the contract runs against.
 
 The contract suite (``tests/contract``) is written once against ``sqew.Client`` and runs over
-``targets.TARGETS`` (``backend x client``: ``local-sqlite``, ``http-sqlite``; see
-``tests/targets.py`` for what a new entry provides). Every test gets a fresh store; tests move
-time with ``clock.advance(ms)`` on the ManualClock the service reads.
+``targets.TARGETS`` (``backend x client``: ``local-sqlite``, ``http-sqlite``,
+``local-postgres``, ``http-postgres``; see ``tests/targets.py`` for what a new entry
+provides; ``tests/pg_support.py`` for the PostgreSQL server the tests start). Every test gets
+a fresh store; tests move time with ``clock.advance(ms)`` on the ManualClock the service
+reads.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pg_support
 import pytest
 from targets import TARGETS, ServerThread, Target, TargetSpec, server_settings
 
@@ -18,7 +21,15 @@ import sqew
 from sqew.core.clock import Clock, ManualClock, system_clock
 
 
-@pytest.fixture(params=TARGETS, ids=lambda spec: spec.id)
+@pytest.fixture(scope="session", autouse=True)
+def _postgres_stops() -> Iterator[None]:
+    """Stops this process's PostgreSQL server (if a test started one) when the session ends,
+    however the tests went (``pg_support``; an ``atexit`` hook backs this up)."""
+    yield
+    pg_support.shutdown()
+
+
+@pytest.fixture(params=[spec.param for spec in TARGETS])
 def target_spec(request: pytest.FixtureRequest) -> TargetSpec:
     """The current entry of ``TARGETS`` (the parameter the contract tests run over)."""
     spec: TargetSpec = request.param

@@ -2,9 +2,10 @@
 
 A *target* is one way of reaching a store: a client kind (``local``: a LocalClient in this
 process; ``http``: an HttpClient to a real server on 127.0.0.1) on a backend (``sqlite``: a
-SQLite file). ``TARGETS`` lists them; ``tests/conftest.py`` parametrizes the contract fixtures
-over it and ``tests/test_state_machine.py`` runs its machine once per entry. Nothing else
-names a target, so a new one is one entry in ``TARGETS``.
+SQLite file; ``postgres``: a database on the PostgreSQL server the tests start, see
+``tests/pg_support.py``). ``TARGETS`` lists them; ``tests/conftest.py`` parametrizes the
+contract fixtures over it and ``tests/test_state_machine.py`` runs its machine once per entry.
+Nothing else names a target, so a new one is one entry in ``TARGETS``.
 
 What an entry provides (``TargetSpec``):
 
@@ -19,6 +20,8 @@ What an entry provides (``TargetSpec``):
   (e.g. a database cloned from a migrated template, dropped after).
 * ``client``: a ``ClientKind`` (``local`` or ``http`` below): opens the client under test on
   a store with a given clock and ``reap_interval_ms``.
+* ``marks``: pytest marks of the entry's tests (``postgres``: select or leave out with
+  ``-m``); parametrize with ``[spec.param for spec in TARGETS]``.
 
 The clock: tests move time with ``clock.advance(ms)`` instead of sleeping, so the clock a
 client kind is given must be the one the *service* reads: ``local`` builds the service with
@@ -121,6 +124,17 @@ def sqlite(directory: Path) -> Store:
     return Store(str(path), sqlite_path=path)
 
 
+def postgres(directory: Path) -> Store:
+    """A fresh PostgreSQL database cloned from the migrated template on this process's server
+    (``tests/pg_support.py``), dropped after the test. Skips without sqew's PostgreSQL backend
+    or a server here (fails instead under ``SQEW_REQUIRE_POSTGRES``)."""
+    import pg_support
+
+    cluster = pg_support.cluster()
+    name = cluster.new_database()
+    return Store(cluster.url(name), drop=lambda: cluster.drop(name))
+
+
 # --- clients -----------------------------------------------------------------------------------
 class ClientKind(Protocol):
     """Opens the client under test on ``store``, the service reading ``clock``."""
@@ -178,6 +192,12 @@ class TargetSpec:
     id: str
     store: StoreFactory
     client: ClientKind
+    marks: tuple[pytest.MarkDecorator, ...] = ()
+
+    @property
+    def param(self) -> object:
+        """This entry as a ``pytest.param`` (its id and marks) for ``parametrize``."""
+        return pytest.param(self, id=self.id, marks=self.marks)
 
     def open(self, directory: Path, clock: Clock, *, reap_interval_ms: int = 1000) -> Target:
         """A fresh store in ``directory`` and the client under test on it; ``close()`` the
@@ -195,8 +215,8 @@ class TargetSpec:
 TARGETS: tuple[TargetSpec, ...] = (
     TargetSpec("local-sqlite", sqlite, local),
     TargetSpec("http-sqlite", sqlite, http),
-    # TargetSpec("local-postgres", postgres, local),
-    # TargetSpec("http-postgres", postgres, http),
+    TargetSpec("local-postgres", postgres, local, marks=(pytest.mark.postgres,)),
+    TargetSpec("http-postgres", postgres, http, marks=(pytest.mark.postgres,)),
 )
 
 

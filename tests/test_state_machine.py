@@ -402,6 +402,9 @@ class Budget:
 BUDGETS: dict[str, Budget] = {
     "local-sqlite": Budget(max_examples=60, steps=40),
     "http-sqlite": Budget(max_examples=20, steps=40),
+    # Each example clones a database on the test server.
+    "local-postgres": Budget(max_examples=20, steps=40),
+    "http-postgres": Budget(max_examples=10, steps=40),
 }
 """Per target id; a target not listed gets ``DEFAULT_BUDGET`` until its run is timed."""
 DEFAULT_BUDGET = Budget(max_examples=20, steps=40)
@@ -410,7 +413,7 @@ DEFAULT_BUDGET = Budget(max_examples=20, steps=40)
 # A failure is shrunk for up to 5 minutes (hypothesis's own limit) after it is found: the
 # timeout leaves room for that, so the report is the minimal example rather than a timeout.
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("spec", TARGETS, ids=lambda spec: spec.id)
+@pytest.mark.parametrize("spec", [spec.param for spec in TARGETS])
 def test_queue_machine(spec: TargetSpec) -> None:
     budget = BUDGETS.get(spec.id, DEFAULT_BUDGET)
     run_state_machine_as_test(partial(QueueMachine, spec), settings=settings(

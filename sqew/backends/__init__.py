@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from sqew.backends.base import Backend
 from sqew.errors import ValidationError
-from sqew.locations import in_memory, sqlite_path
+from sqew.locations import in_memory, is_postgres, sqlite_path
 
 __all__ = ["Backend", "open_backend", "sqlite_path"]
 
@@ -16,7 +16,8 @@ def open_backend(
     target: str | os.PathLike[str], *, durability: str = "normal", upgrade: bool = False,
     trace: Callable[[str], None] | None = None,
 ) -> Backend:
-    """Open the database a target names: a file path or ``sqlite:///path``.
+    """Open the database a target names: a file path, ``sqlite:///path``, or a PostgreSQL URL
+    (``postgresql+psycopg://…``, ``postgresql://…``; needs the ``postgres`` extra).
 
     ``trace`` is called with the text of every SQL statement the backend runs (diagnostics).
 
@@ -27,6 +28,9 @@ def open_backend(
     (``sqew.errors`` is imported by name here: the submodule ``sqew.backends.errors`` would
     shadow a module-level ``errors``.)
     """
+    text = os.fspath(target)
+    if is_postgres(text):
+        return _postgres(text, durability=durability, upgrade=upgrade, trace=trace)
     path = sqlite_path(target)
     if path is None:
         scheme = os.fspath(target).split("://", 1)[0]
@@ -38,3 +42,15 @@ def open_backend(
     from sqew.backends.sqlite import SqliteBackend
 
     return SqliteBackend(path, durability=durability, upgrade=upgrade, trace=trace)
+
+
+def _postgres(
+    url: str, *, durability: str, upgrade: bool, trace: Callable[[str], None] | None
+) -> Backend:
+    try:
+        from sqew.backends.postgres import PostgresBackend
+    except ImportError:
+        raise ValidationError(
+            "a PostgreSQL database needs the postgres extra: pip install 'sqew[postgres]'"
+        ) from None
+    return PostgresBackend(url, durability=durability, upgrade=upgrade, trace=trace)

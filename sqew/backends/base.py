@@ -21,6 +21,8 @@ What a second backend (PostgreSQL, say) implements:
   classes below;
 - ``Backend.try_lead``: the one process per database that does background work (SQLite: a
   lock file of the role; PostgreSQL: an advisory lock held by a session);
+- ``Tx.notify`` where other processes' waiters learn of commits by message (PostgreSQL's
+  ``NOTIFY``);
 - an entry in ``sqew.backends.open_backend`` and in the contract suite's targets.
 """
 
@@ -46,6 +48,14 @@ class Tx(abc.ABC):
     @abc.abstractmethod
     def savepoint(self) -> AbstractContextManager[None]:
         """A nested scope: rolled back alone if the block raises, kept otherwise."""
+
+    def notify(self, queues: Iterable[str]) -> None:  # noqa: B027 (a hook: no-op by default)
+        """Tell other processes' waiters, when this transaction commits, that messages of
+        ``queues`` may have become ready (the writers call it last, before the commit).
+
+        Default: nothing (SQLite's waiters watch the file instead); PostgreSQL sends a
+        ``NOTIFY`` per queue, which the database delivers only if the transaction commits.
+        """
 
     # --- queues ---------------------------------------------------------------------------------
     @abc.abstractmethod

@@ -1,7 +1,9 @@
-"""Driver errors → SqewError, at the backend boundary (one table, raise … from exc).
+"""Driver errors → SqewError, at the backend boundary (one table per driver, raise … from exc).
 
-SQLite errors are told apart by their result code (``sqlite_errorcode``, Python 3.11), never
-by message text: the text is for people and changes between SQLite versions.
+SQLite errors are told apart by their result code (``sqlite_errorcode``, Python 3.11),
+PostgreSQL's (psycopg) by their SQLSTATE, never by message text: the text is for people and
+changes between versions. Nothing here imports psycopg: it is an optional dependency, and its
+errors are recognised by their module and their ``sqlstate``.
 """
 
 from __future__ import annotations
@@ -31,6 +33,57 @@ _SQLITE_CODES: dict[int, tuple[type[errors.SqewError], str]] = {
 }
 
 
+_PG_RETRY = "the database aborted a conflicting transaction; try again"
+_PG_DOWN = "the database is unreachable or restarting; try again"
+_PG_CLASSES: dict[str, tuple[type[errors.SqewError], str]] = {
+    # SQLSTATE class (its first two characters) → (error, message)
+    "08": (errors.Unavailable, _PG_DOWN),  # connection exception
+    "40": (errors.Unavailable, _PG_RETRY),  # serialization failure, deadlock
+    "53": (errors.Unavailable, "the database is out of resources (disk, memory, connections)"),
+    "57": (errors.Unavailable, _PG_DOWN),  # admin/crash shutdown, cannot connect now, cancel
+    "58": (errors.Unavailable, "the database could not be read or written (I/O error)"),
+    "28": (errors.Unavailable, "the database refused the credentials"),
+    "3D": (errors.Unavailable, "the database does not exist"),
+    "55": (errors.Unavailable, "the database is busy; try again"),  # lock not available
+    "XX": (errors.Unavailable, "the database reported an internal error (corruption?)"),
+}
+_PG_CODES: dict[str, tuple[type[errors.SqewError], str]] = {
+    "25006": (errors.Unavailable, "the database is read-only (a standby?)"),
+    "42501": (errors.Unavailable, "permission to the database is denied"),
+}
+
+
+def pg_sqlstate(exc: BaseException) -> str | None:
+    """The SQLSTATE of a psycopg error (None for other exceptions, and for errors psycopg
+    raises itself, such as a lost or closed connection)."""
+    if not type(exc).__module__.startswith("psycopg"):
+        return None
+    state = getattr(exc, "sqlstate", None)
+    return state if isinstance(state, str) else None
+
+
+def is_conflict(exc: BaseException) -> bool:
+    """Whether ``exc`` is PostgreSQL aborting a transaction that conflicted with another
+    (serialization failure, deadlock): the transaction may simply run again."""
+    return (pg_sqlstate(exc) or "").startswith("40")
+
+
+def _pg_translate(exc: BaseException) -> errors.SqewError | None:
+    module = type(exc).__module__
+    if not module.startswith("psycopg"):
+        return None
+    state = pg_sqlstate(exc)
+    if state is not None:
+        found = _PG_CODES.get(state) or _PG_CLASSES.get(state[:2])
+        return found[0](found[1]) if found else None
+    if module.startswith("psycopg_pool"):  # no connection free in time, or the pool closed
+        return errors.Unavailable("no database connection became free in time; try again")
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if names & {"OperationalError", "InterfaceError"}:  # connecting failed; connection lost
+        return errors.Unavailable(_PG_DOWN)
+    return None
+
+
 def sqlite_code(exc: BaseException) -> int | None:
     """The primary SQLite result code of a sqlite3 error (None for other exceptions, and for
     sqlite3 errors raised by the module itself, such as a closed connection)."""
@@ -49,6 +102,9 @@ def translate(exc: BaseException) -> errors.SqewError:
     """The SqewError a driver exception means to a user (InternalError if unknown)."""
     if isinstance(exc, errors.SqewError):
         return exc
+    pg = _pg_translate(exc)
+    if pg is not None:
+        return pg
     code = sqlite_code(exc)
     if code is not None and code in _SQLITE_CODES:
         cls, message = _SQLITE_CODES[code]

@@ -51,5 +51,11 @@ class PyformatConnection:
         return self.conn.execute(pyformat(sql), params)
 
     def executemany(self, sql: str, rows: Sequence[Any]) -> Any:
-        """Execute one statement for each row of parameters."""
-        return self.conn.executemany(pyformat(sql), rows)
+        """Execute one statement for each row of parameters (on a cursor where the
+        connection has no ``executemany``: psycopg 3's)."""
+        run = getattr(self.conn, "executemany", None)
+        if run is None:
+            cursor = self.conn.cursor()
+            cursor.executemany(pyformat(sql), rows)
+            return cursor
+        return run(pyformat(sql), rows)

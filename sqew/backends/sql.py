@@ -49,6 +49,10 @@ class SqlTx(QueueStatements, KeyStatements, ScanStatements, Tx):
     - ``CLAIM_LOCK``: appended to the claim's inner select, so two transactions never pick
       the same row (``FOR UPDATE SKIP LOCKED``; empty where a write transaction holds the
       whole database, as on SQLite);
+    - ``CLAIM_IDS``: how the claim's ``UPDATE`` names the rows its inner select picked
+      (``{}``: the select). PostgreSQL may run an ``IN (…)`` subquery again during the
+      update, and a second run under ``SKIP LOCKED`` picks rows past the ``LIMIT``;
+      ``id = ANY(ARRAY(…))`` runs it once;
     - ``PARAMSTYLE``: ``"named"`` or ``"pyformat"`` (see the module docstring);
     - ``insert_messages`` and ``reap_dedup``: may be replaced by faster statements of the
       dialect (SQLite: ids from the last rowid; deletes by rowid).
@@ -58,6 +62,7 @@ class SqlTx(QueueStatements, KeyStatements, ScanStatements, Tx):
     FALSE: ClassVar[str] = "FALSE"
     NEW_TOKEN: ClassVar[str] = "replace(CAST(gen_random_uuid() AS TEXT), '-', '')"
     CLAIM_LOCK: ClassVar[str] = " FOR UPDATE SKIP LOCKED"
+    CLAIM_IDS: ClassVar[str] = "id = ANY(ARRAY({}))"
     PARAMSTYLE: ClassVar[str] = "named"
 
     def __init__(self, conn: Any) -> None:
@@ -184,8 +189,9 @@ class SqlTx(QueueStatements, KeyStatements, ScanStatements, Tx):
     ) -> list[MessageRow]:
         rows = self._all(
             f"UPDATE messages SET lease_expires_at = :until, token = {self.NEW_TOKEN}, "
-            "attempts = attempts + 1 WHERE id IN "
-            f"({self._ready_select(lifo, 'id', self.CLAIM_LOCK)}) RETURNING {_MSG_COLS}",
+            "attempts = attempts + 1 WHERE "
+            + self.CLAIM_IDS.format(self._ready_select(lifo, "id", self.CLAIM_LOCK))
+            + f" RETURNING {_MSG_COLS}",
             {"q": queue_id, "now": now, "n": limit, "until": lease_until},
         )
         out = [MessageRow._make(r) for r in rows]

@@ -92,14 +92,15 @@ class Sqew:
 
     Args:
         cwd: working directory of every run (a wrongly opened default ``./sqew.db`` shows).
-        db: the database file: what ``--db`` names locally, and the server's file in http mode.
+        db: the database: what ``--db`` names locally (a file, or a ``postgresql+psycopg://``
+            URL), and the server's database in http mode.
         url: the server's URL: http mode, every command gets ``--url``.
         tag: suffix that makes this test's queue names unique on a shared server.
         id_base: the largest message id the store had before this test.
     """
 
-    def __init__(self, cwd: Path, db: Path, url: str | None = None, *, tag: str | None = None,
-                 id_base: int = 0) -> None:
+    def __init__(self, cwd: Path, db: Path | str, url: str | None = None, *,
+                 tag: str | None = None, id_base: int = 0) -> None:
         self.binary = sqew_binary()
         self.cwd = cwd
         self.db = db
@@ -112,6 +113,11 @@ class Sqew:
     def mode(self) -> str:
         """``local`` or ``http``."""
         return "http" if self.url else "local"
+
+    @property
+    def backend(self) -> str:
+        """``sqlite`` (``db`` is a file) or ``postgres`` (``db`` is a PostgreSQL URL)."""
+        return "postgres" if str(self.db).startswith("postgresql") else "sqlite"
 
     # --- names and ids on a possibly shared store ----------------------------------------------
     def name(self, base: str) -> str:
@@ -227,16 +233,17 @@ def assert_usage_error(result: Result) -> None:
 class Server:
     """A ``sqew serve --db <db> --port 0`` subprocess, started by the constructor.
 
-    Its stdout and stderr go to the file ``log`` (never a pipe: with the access log on, a pipe
-    nobody reads would fill and stall the server). The first ``sqew serving on http://…`` line
-    there gives the URL. ``stop()`` ends it by its PID: SIGTERM, then SIGKILL if it has not
-    exited within ``SERVE_STOP_S``.
+    Its stdout and stderr go to the file ``log`` (by default ``<db>.serve.log`` beside a
+    database file; a server on a database URL needs one given), never a pipe: with the access
+    log on, a pipe nobody reads would fill and stall the server. The first ``sqew serving on
+    http://…`` line there gives the URL. ``stop()`` ends it by its PID: SIGTERM, then SIGKILL
+    if it has not exited within ``SERVE_STOP_S``.
     """
 
-    def __init__(self, db: Path, cwd: Path, *, access_log: bool = False,
-                 **settings: str) -> None:
+    def __init__(self, db: Path | str, cwd: Path, *, access_log: bool = False,
+                 log: Path | None = None, **settings: str) -> None:
         self.db = db
-        self.log = db.with_name(db.name + ".serve.log")
+        self.log = log or Path(db).with_name(Path(db).name + ".serve.log")
         env = clean_env(**({"SQEW_ACCESS_LOG": "true"} if access_log else {}),
                         **{"SQEW_" + k.upper(): v for k, v in settings.items()})
         with self.log.open("wb") as log:
@@ -305,9 +312,10 @@ def _die_with_parent() -> None:
 
 
 @contextlib.contextmanager
-def serve(db: Path, cwd: Path, *, access_log: bool = False) -> Iterator[Server]:
+def serve(db: Path | str, cwd: Path, *, access_log: bool = False,
+          log: Path | None = None) -> Iterator[Server]:
     """A ``Server`` for the duration of a ``with`` block, stopped however the block ends."""
-    server = Server(db, cwd, access_log=access_log)
+    server = Server(db, cwd, access_log=access_log, log=log)
     try:
         yield server
     finally:

@@ -1,13 +1,16 @@
 """Fixtures for the CLI acceptance tests: the installed ``sqew`` binary run in subprocesses.
 
-``sqew`` runs a test twice: ``local`` (commands get ``--db`` of a fresh file under
-``tmp_path``) and ``http`` (commands get ``--url`` of a real ``sqew serve`` subprocess). The
+``sqew`` runs a test four times: ``local`` (commands get ``--db`` of a fresh file under
+``tmp_path``), ``http`` (commands get ``--url`` of a real ``sqew serve`` subprocess), and the
+same two on PostgreSQL: ``local-postgres`` (``--db postgresql+psycopg://…`` of a fresh
+database on the tests' server, ``tests/pg_support.py``) and ``http-postgres`` (a ``sqew
+serve`` on one such database). The
 working directory is ``tmp_path`` either way, so a command that wrongly opened the default
 ``./sqew.db`` would leave a file to find. ``local_sqew`` / ``http_sqew`` are the two runners
 alone, for tests about one mode (database files; servers and URLs).
 
-One server serves all the http tests of a session (of an xdist worker): starting one costs
-more than most tests. Tests therefore name queues with ``sqew.name(...)`` and ids with
+One server per backend serves all the http tests of a session (of an xdist worker): starting
+one costs more than most tests. Tests therefore name queues with ``sqew.name(...)`` and ids with
 ``sqew.id(n)`` (see ``cli_support``); a test that needs a store of its own starts a server
 with ``cli_support.serve``.
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import pg_support
 import pytest
 from cli_support import PROBE_QUEUE, SharedServer, Sqew, serve
 
@@ -36,6 +40,26 @@ def cli_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedServe
             client.close()
 
 
+@pytest.fixture(scope="session")
+def cli_postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedServer]:
+    """One ``sqew serve`` subprocess on a PostgreSQL database for the session (see
+    ``cli_server``); the database is dropped after."""
+    cluster = pg_support.cluster()
+    name = cluster.new_database()
+    base = tmp_path_factory.mktemp("cli-pg-server")
+    try:
+        with serve(cluster.url(name), base, access_log=True,
+                   log=base / "shared.serve.log") as server:
+            client = sqew_lib.Client(server.url)
+            try:
+                client.create_queue(PROBE_QUEUE)
+                yield SharedServer(server, client)
+            finally:
+                client.close()
+    finally:
+        cluster.drop(name)
+
+
 @pytest.fixture
 def local_sqew(tmp_path: Path) -> Sqew:
     """A runner on a fresh database file ``tmp_path/cli.db`` (``--db``)."""
@@ -48,8 +72,32 @@ def http_sqew(cli_server: SharedServer, tmp_path: Path) -> Sqew:
     return cli_server.runner(tmp_path)
 
 
-@pytest.fixture(params=["local", "http"])
+@pytest.fixture
+def local_postgres_sqew(tmp_path: Path) -> Iterator[Sqew]:
+    """A runner on a fresh PostgreSQL database (``--db postgresql+psycopg://…``)."""
+    cluster = pg_support.cluster()
+    name = cluster.new_database()
+    yield Sqew(tmp_path, cluster.url(name))
+    cluster.drop(name)
+
+
+@pytest.fixture
+def http_postgres_sqew(cli_postgres_server: SharedServer, tmp_path: Path) -> Sqew:
+    """A runner of the session's server on PostgreSQL (``--url``), in ``tmp_path``."""
+    return cli_postgres_server.runner(tmp_path)
+
+
+MODES = {"local": "local_sqew", "http": "http_sqew", "local-postgres": "local_postgres_sqew",
+         "http-postgres": "http_postgres_sqew"}
+
+
+@pytest.fixture(params=[
+    "local", "http",
+    pytest.param("local-postgres", marks=pytest.mark.postgres),
+    pytest.param("http-postgres", marks=pytest.mark.postgres),
+])
 def sqew(request: pytest.FixtureRequest) -> Sqew:
-    """The test's runner in each mode: ``local_sqew``, then ``http_sqew``."""
-    runner: Sqew = request.getfixturevalue(f"{request.param}_sqew")
+    """The test's runner in each mode: ``local_sqew``, ``http_sqew``, then the same two on
+    PostgreSQL (``local_postgres_sqew``, ``http_postgres_sqew``)."""
+    runner: Sqew = request.getfixturevalue(MODES[request.param])
     return runner

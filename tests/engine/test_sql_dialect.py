@@ -1,10 +1,11 @@
 """The dialect-neutral statements (``SqlTx``): every one runs, with the neutral hooks, and every
 one converts to the ``pyformat`` parameter style the way SQLAlchemy's psycopg dialect does.
 
-PostgreSQL is not available here, so the neutral statements run on SQLite, with only the two
-hooks SQLite cannot run (``NEW_TOKEN``'s ``gen_random_uuid()`` and ``CLAIM_LOCK``'s ``FOR
-UPDATE SKIP LOCKED``) set to SQLite's; the neutral ``TRUE``/``FALSE``, ``insert_messages`` and
-``reap_dedup`` run as they are.
+Here the neutral statements run on SQLite (the contract suite runs them on PostgreSQL, through
+``PostgresTx``), with only the three hooks SQLite cannot run (``NEW_TOKEN``'s
+``gen_random_uuid()``, ``CLAIM_LOCK``'s ``FOR UPDATE SKIP LOCKED`` and ``CLAIM_IDS``' arrays)
+set to SQLite's; the neutral ``TRUE``/``FALSE``, ``insert_messages`` and ``reap_dedup`` run as
+they are.
 """
 
 from __future__ import annotations
@@ -54,10 +55,11 @@ class PyformatDriver(Recorder):
 
 
 class NeutralOnSqlite(SqlTx):
-    """The neutral statements, except the two hooks SQLite has no syntax for."""
+    """The neutral statements, except the three hooks SQLite has no syntax for."""
 
     NEW_TOKEN = SqliteTx.NEW_TOKEN
     CLAIM_LOCK = SqliteTx.CLAIM_LOCK
+    CLAIM_IDS = SqliteTx.CLAIM_IDS
 
 
 class PyformatOnSqlite(NeutralOnSqlite):

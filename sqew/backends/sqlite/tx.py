@@ -15,6 +15,7 @@ class SqliteTx(SqlTx):
     FALSE = "0"
     NEW_TOKEN = "lower(hex(randomblob(16)))"  # randomblob draws from SQLite's CSPRNG
     CLAIM_LOCK = ""  # BEGIN IMMEDIATE already holds the whole database for the writer
+    CLAIM_IDS = "id IN ({})"  # SQLite runs the subquery once (and has no arrays)
 
     def _in_transaction(self) -> bool:
         return bool(self.c.in_transaction)

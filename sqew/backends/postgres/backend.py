@@ -1,0 +1,300 @@
+"""``PostgresBackend``: sqew's schema in a PostgreSQL database, shared by any number of
+processes (``sqew serve`` replicas, CLIs, embedded Clients).
+
+Transactions run on connections of a pool (``psycopg_pool``; limits in ``connection``), in
+autocommit mode with an explicit ``BEGIN``: writes at READ COMMITTED (claims lock their rows
+``FOR UPDATE SKIP LOCKED``; enqueues, acks and nacks lock their queue's row, so the counters
+and quotas of one queue change one transaction at a time), reads in a REPEATABLE READ READ
+ONLY snapshot. A statement's failure aborts the transaction but keeps it open, and ``COMMIT``
+of an aborted transaction only rolls back: a commit checks first.
+
+Opening checks the schema like SQLite's: an empty database gets the schema (one process at
+a time, under an advisory lock), an older one needs ``sqew db upgrade``, a newer one or a
+database of another application is refused untouched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import secrets
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
+
+import psycopg
+from psycopg.pq import TransactionStatus
+from psycopg_pool import ConnectionPool
+
+from sqew import errors, locations
+from sqew.backends.base import Backend, Lead, Tx, Waiter, WriteSession
+from sqew.backends.errors import translate
+from sqew.backends.postgres import connection
+from sqew.backends.postgres.session import PostgresWriteSession
+from sqew.backends.postgres.tx import PostgresTx
+from sqew.backends.postgres.waiter import PostgresWaiter
+from sqew.backends.sqlite.backend import SCHEMA_HEAD
+
+_MIGRATION_LOCK = "migrate"
+BEGIN_ATTEMPTS = 3
+"""Pooled connections tried for a transaction before giving up (dead ones are dropped)."""
+_OPEN = (TransactionStatus.INTRANS, TransactionStatus.INERROR)
+
+
+def lock_key(role: str) -> int:
+    """The advisory-lock key of a role (a signed 64-bit number derived from its name)."""
+    digest = hashlib.sha256(f"sqew:{role}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+class PostgresBackend(Backend):
+    """sqew's schema in a PostgreSQL database.
+
+    A group commit runs its statements through ``offload`` (``statements_on_loop`` is False):
+    each is a round trip to the server.
+
+    Args:
+        url: ``postgresql+psycopg://…`` or ``postgresql://…`` (libpq's URL after the scheme).
+        durability: accepted for symmetry with SQLite: a commit is durable as the server's
+            ``synchronous_commit`` says (on by default: safe against power loss).
+        upgrade: apply pending migrations to an existing database instead of refusing it.
+        trace: called with every SQL statement run on this backend's pooled connections.
+    """
+
+    statements_on_loop = False
+
+    def __init__(self, url: str, *, durability: str = "normal", upgrade: bool = False,
+                 trace: Callable[[str], None] | None = None) -> None:
+        if durability not in ("normal", "full"):
+            raise errors.ValidationError("durability must be 'normal' or 'full'")
+        self.url = url
+        self.shown = locations.shown(url)
+        try:
+            self._info = connection.conninfo(url)
+        except psycopg.Error:
+            raise errors.ValidationError(f"not a valid PostgreSQL URL: '{self.shown}'") from None
+        self._trace = trace
+        self._origin = secrets.token_hex(8)  # this process's mark on its notifications
+        self._closed = False
+        self._prepare(upgrade)
+        self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+            self._info, min_size=connection.POOL_MIN, max_size=connection.POOL_MAX,
+            timeout=connection.POOL_TIMEOUT_S, open=False, configure=self._configure,
+            kwargs={"autocommit": True, "prepare_threshold": connection.PREPARE_THRESHOLD},
+            name="sqew",
+        )
+        self._pool.open(wait=False)
+
+    # --- opening --------------------------------------------------------------------------------
+    def _connect(self) -> psycopg.Connection[Any]:
+        conn = connection.connect(self._info)
+        self._configure(conn)
+        return conn
+
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        if self._trace is not None:
+            conn.cursor_factory = _traced_cursor(self._trace)
+
+    def _prepare(self, upgrade: bool) -> None:
+        """Check the schema; create it in an empty database, or migrate with ``upgrade``."""
+        try:
+            conn = self._connect()
+        except psycopg.Error as exc:
+            raise self._opening_error(exc) from exc
+        try:
+            rev = _schema_revision(conn)
+            if rev == SCHEMA_HEAD:
+                return
+            # One process at a time checks again and migrates; the others wait for it here.
+            conn.execute("SELECT pg_advisory_lock(%s)", (lock_key(_MIGRATION_LOCK),))
+            try:
+                rev = _schema_revision(conn)
+                if rev != SCHEMA_HEAD:
+                    _refuse(conn, rev, upgrade)
+                    from sqew import migrate  # Alembic only when a schema must be written
+
+                    migrate.upgrade_postgres(self._info)
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (lock_key(_MIGRATION_LOCK),))
+        except errors.SqewError as exc:
+            raise type(exc)(f"cannot open database '{self.shown}': {exc.message}") from None
+        except Exception as exc:
+            raise self._opening_error(exc) from exc
+        finally:
+            conn.close()
+
+    def _opening_error(self, exc: BaseException) -> errors.SqewError:
+        err = translate(exc)
+        if isinstance(err, errors.InternalError):
+            err = errors.Unavailable("the database cannot be opened")
+        return type(err)(f"cannot open database '{self.shown}': {err.message}")
+
+    # --- transactions ---------------------------------------------------------------------------
+    def write(self) -> AbstractContextManager[Tx]:
+        return self._transaction("BEGIN")
+
+    def read(self) -> AbstractContextManager[Tx]:
+        return self._transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+
+    @contextmanager
+    def _transaction(self, begin: str) -> Iterator[Tx]:
+        conn = self._begin(begin)
+        try:
+            tx = PostgresTx(conn, self._origin)
+            try:
+                yield tx
+            except BaseException:
+                _rollback(conn)
+                raise
+            tx.commit()  # with the notifications, in one round trip
+        except psycopg.Error as exc:
+            _rollback(conn)
+            raise translate(exc) from exc
+        finally:
+            self._pool.putconn(conn)
+
+    def _begin(self, begin: str) -> psycopg.Connection[Any]:
+        """A pooled connection in a new transaction. A connection the pool kept while the
+        database restarted is dead: it is dropped and another tried (nothing ran on it)."""
+        for attempt in range(BEGIN_ATTEMPTS):
+            if self._closed:
+                raise errors.Unavailable("the database is closed")
+            try:
+                conn = self._pool.getconn()
+            except psycopg.Error as exc:
+                raise translate(exc) from exc
+            try:
+                conn.execute(begin)
+            except psycopg.Error as exc:
+                self._pool.putconn(conn)
+                if not conn.broken or attempt == BEGIN_ATTEMPTS - 1:
+                    raise translate(exc) from exc
+                continue
+            return conn
+        raise AssertionError("unreachable")
+
+    def write_session(self) -> WriteSession:
+        return PostgresWriteSession(self._connect, self._origin)
+
+    def waiter(self) -> Waiter:
+        return PostgresWaiter(self._connect, self._origin)
+
+    def maintain(self) -> None:
+        try:
+            with self._pool.connection() as conn:
+                conn.execute("VACUUM (ANALYZE) messages, dedup, archive, queues")
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+
+    def ping(self) -> None:
+        try:
+            with self._pool.connection() as conn:
+                conn.execute("SELECT 1").fetchone()
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+
+    def schema_revision(self) -> str | None:
+        try:
+            with self._pool.connection() as conn:
+                return _schema_revision(conn)
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+
+    @property
+    def schema_head(self) -> str:
+        return SCHEMA_HEAD
+
+    def try_lead(self, role: str) -> Lead | None:
+        """An advisory lock (``pg_try_advisory_lock``) on a connection of its own, held while
+        leading: the lock ends with that connection, so a replica that dies or loses the
+        database hands the role over by itself."""
+        try:
+            conn = self._connect()
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+        try:
+            got = conn.execute("SELECT pg_try_advisory_lock(%s)", (lock_key(role),)).fetchone()
+        except psycopg.Error as exc:
+            conn.close()
+            raise translate(exc) from exc
+        if not got or not got[0]:
+            conn.close()
+            return None
+        return AdvisoryLead(conn, lock_key(role))
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._pool.close()
+
+
+class AdvisoryLead(Lead):
+    """A session advisory lock held on a connection of its own."""
+
+    def __init__(self, conn: psycopg.Connection[Any], key: int) -> None:
+        self._conn = conn
+        self._key = key
+
+    @property
+    def held(self) -> bool:
+        """Asks the server (one round trip): the lock lives as long as the connection."""
+        if self._conn.closed or self._conn.broken:
+            return False
+        try:
+            self._conn.execute("SELECT 1").fetchone()
+        except psycopg.Error:
+            return False
+        return True
+
+    def release(self) -> None:
+        if not self._conn.closed:
+            with contextlib.suppress(psycopg.Error):
+                self._conn.execute("SELECT pg_advisory_unlock(%s)", (self._key,))
+            self._conn.close()
+
+
+def _rollback(conn: psycopg.Connection[Any]) -> None:
+    if not conn.closed and conn.info.transaction_status in _OPEN:
+        with contextlib.suppress(psycopg.Error):
+            conn.execute("ROLLBACK")
+
+
+def _schema_revision(conn: psycopg.Connection[Any]) -> str | None:
+    """The revision in ``alembic_version`` (on the search path), None if there is none."""
+    if conn.execute("SELECT to_regclass('alembic_version')").fetchone() == (None,):
+        return None
+    row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+    return None if row is None else str(row[0])
+
+
+def _refuse(conn: psycopg.Connection[Any], rev: str | None, upgrade: bool) -> None:
+    """Raise Unavailable unless the database at revision ``rev`` may be migrated."""
+    if rev is None:
+        if conn.execute(
+            "SELECT 1 FROM pg_tables WHERE schemaname = current_schema() LIMIT 1"
+        ).fetchone() is not None:
+            raise errors.Unavailable("the database has tables but is not a sqew database")
+        return
+    from sqew import migrate
+
+    if rev not in migrate.known_revisions():
+        raise errors.Unavailable(
+            f"the database schema ({rev}) is newer than this sqew knows; upgrade sqew"
+        )
+    if not upgrade:
+        raise errors.Unavailable(
+            f"the database schema ({rev}) is older than this sqew's ({SCHEMA_HEAD}); "
+            "run `sqew db upgrade`"
+        )
+
+
+def _traced_cursor(trace: Callable[[str], None]) -> type[psycopg.Cursor[Any]]:
+    """A cursor class that reports every statement's text to ``trace`` (diagnostics)."""
+
+    class Traced(psycopg.Cursor[Any]):
+        def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+            trace(str(query))
+            return super().execute(query, params, **kwargs)
+
+    return Traced

@@ -1,0 +1,51 @@
+"""Reaching PostgreSQL: database URLs, connections, and the limits that size them.
+
+A target names PostgreSQL when it is a ``postgresql+psycopg://`` or ``postgresql://`` URL
+(SPEC §6); the rest of the URL is libpq's (``user:password@host:port/dbname?sslmode=…``,
+``?host=/run/postgresql`` for a unix socket). Every connection is in autocommit mode: sqew
+issues ``BEGIN``/``COMMIT`` itself, so it knows when a transaction starts and ends.
+
+Limits (per ``sqew serve`` process or embedded Client; PostgreSQL's default
+``max_connections`` is 100, so about six replicas fit with room for tools):
+
+- ``POOL_MAX`` connections for reads, admin writes and an embedded Client's writes (a server's
+  32 database threads share them), ``POOL_MIN`` kept open;
+- one connection for the group committer (``PostgresWriteSession``), one listening for
+  ``NOTIFY`` (``PostgresWaiter``) once a long poll waited, one holding the reaper's advisory
+  lock in the process that reaps;
+- ``POOL_TIMEOUT_S``: a call that finds no connection free (or the database down) for this
+  long fails with ``Unavailable`` (503) rather than hang;
+- ``CONNECT_TIMEOUT_S`` for each new connection unless the URL sets ``connect_timeout``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from psycopg import conninfo as pg_conninfo
+
+POOL_MIN = 1
+POOL_MAX = 10
+POOL_TIMEOUT_S = 5.0
+CONNECT_TIMEOUT_S = 5
+PREPARE_THRESHOLD = 2
+"""Executions of a statement on a connection after which psycopg prepares it server-side (a
+claim or an ack is then parsed and planned once per connection)."""
+CHANNEL = "sqew"
+"""The ``LISTEN``/``NOTIFY`` channel; a notification's payload is a queue name."""
+
+
+def conninfo(url: str) -> str:
+    """The libpq connection string of a ``postgresql+psycopg://`` or ``postgresql://`` URL,
+    with sqew's connect timeout unless the URL sets one."""
+    text = "postgresql://" + url.split("://", 1)[1]
+    params = pg_conninfo.conninfo_to_dict(text)  # raises ProgrammingError on a bad URL
+    if "connect_timeout" not in params:
+        text = pg_conninfo.make_conninfo(text, connect_timeout=CONNECT_TIMEOUT_S)
+    return text
+
+
+def connect(info: str) -> psycopg.Connection[Any]:
+    """A new connection in autocommit mode (sqew begins and commits itself)."""
+    return psycopg.connect(info, autocommit=True, prepare_threshold=PREPARE_THRESHOLD)
