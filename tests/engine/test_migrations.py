@@ -1,20 +1,25 @@
 """Schema management: migrations equal the metadata, foreign files are refused untouched,
-``sqew db upgrade``, and many processes opening one brand-new file at once.
+``sqew db upgrade``, and many processes opening one brand-new database at once.
+
+The tests that are not about SQLite files run on both backends (``make_db``: a SQLite file,
+and a database on the tests' PostgreSQL server): the same Alembic revisions make both.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import re
 import sqlite3
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import create_engine, pool
+from sqlalchemy import Engine, create_engine, pool, text
 
 import sqew
 from sqew import migrate
@@ -41,20 +46,73 @@ def sqlite_rows(db: Path, query: str) -> list[tuple[object, ...]]:
         conn.close()
 
 
-def index_sql(db: Path) -> dict[str, str]:
-    """Each index's CREATE statement (whitespace normalised), which carries partial predicates."""
-    return {
-        name: re.sub(r"\s+", " ", sql)
-        for name, sql in sqlite_rows(db, "SELECT name, sql FROM sqlite_master "
-                                         "WHERE type = 'index' AND sql IS NOT NULL")
-    }
+# --- the databases: a SQLite file, and a database on the tests' PostgreSQL server ----------------
+@dataclass
+class Db:
+    """An empty database: what ``--db`` and ``Client`` take, and SQLAlchemy's way in."""
+
+    target: str
+    backend: str
+
+    def engine(self) -> Engine:
+        url = self.target if self.backend == "postgres" else f"sqlite:///{self.target}"
+        return create_engine(url, poolclass=pool.NullPool)
+
+    def rows(self, query: str) -> list[tuple[object, ...]]:
+        engine = self.engine()
+        try:
+            with engine.connect() as conn:
+                return [tuple(r) for r in conn.execute(text(query))]
+        finally:
+            engine.dispose()
+
+    def execute(self, *statements: str) -> None:
+        engine = self.engine()
+        try:
+            with engine.begin() as conn:
+                for statement in statements:
+                    conn.execute(text(statement))
+        finally:
+            engine.dispose()
+
+    def index_sql(self) -> dict[str, str]:
+        """Each index's CREATE statement (whitespace normalised), which carries partial
+        predicates."""
+        query = (
+            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() "
+            "AND tablename <> 'alembic_version'"
+            if self.backend == "postgres" else
+            "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
+        )
+        return {str(name): re.sub(r"\s+", " ", str(sql)) for name, sql in self.rows(query)}
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def make_db(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Db]:
+    """Makes empty databases of the parameter's backend (PostgreSQL's dropped after)."""
+    backend: str = request.param
+    made = itertools.count(1)
+
+    def make() -> Db:
+        n = next(made)
+        if backend == "sqlite":
+            return Db(str(tmp_path / f"db{n}.db"), backend)
+        import pg_support
+
+        cluster = pg_support.cluster()
+        name = f"m_{os.getpid()}_{id(request)}_{n}"
+        cluster.server.create_database(name)
+        request.addfinalizer(lambda: cluster.drop(name))
+        return Db(cluster.url(name), backend)
+
+    return make
 
 
 # --- (a), (b): the migrations create exactly the metadata ----------------------------------------
-def test_a_database_migrated_by_sqew_equals_the_metadata(tmp_path: Path) -> None:
-    db = tmp_path / "fresh.db"
-    sqew.Client(db).close()
-    engine = create_engine(f"sqlite:///{db}", poolclass=pool.NullPool)
+def test_a_database_migrated_by_sqew_equals_the_metadata(make_db: Callable[[], Db]) -> None:
+    db = make_db()
+    sqew.Client(db.target).close()
+    engine = db.engine()
     try:
         with engine.connect() as conn:
             assert compare_metadata(MigrationContext.configure(conn), schema.metadata) == []
@@ -66,18 +124,20 @@ def test_a_database_migrated_by_sqew_equals_the_metadata(tmp_path: Path) -> None
         engine.dispose()
 
 
-def test_migrated_indexes_equal_the_metadata_including_partial_predicates(tmp_path: Path) -> None:
+def test_migrated_indexes_equal_the_metadata_including_partial_predicates(
+    make_db: Callable[[], Db],
+) -> None:
     # Alembic's comparison does not look at partial-index WHERE clauses; the claim indexes
-    # depend on them, so compare the DDL SQLite stored for each index.
-    migrated, created = tmp_path / "migrated.db", tmp_path / "created.db"
-    sqew.Client(migrated).close()
-    engine = create_engine(f"sqlite:///{created}", poolclass=pool.NullPool)
+    # depend on them, so compare the DDL the database stored for each index.
+    migrated, created = make_db(), make_db()
+    sqew.Client(migrated.target).close()
+    engine = created.engine()
     try:
         schema.metadata.create_all(engine)
     finally:
         engine.dispose()
-    assert index_sql(migrated) == index_sql(created)
-    assert any("WHERE" in sql for sql in index_sql(migrated).values())
+    assert migrated.index_sql() == created.index_sql()
+    assert any("WHERE" in sql for sql in migrated.index_sql().values())
 
 
 def test_the_sqlite_backends_schema_head_is_alembics_head() -> None:
@@ -190,56 +250,81 @@ def test_a_refused_newer_database_still_has_its_data(tmp_path: Path) -> None:
 
 
 # --- (d): sqew db upgrade -----------------------------------------------------------------------
-def test_db_upgrade_creates_a_database_and_is_then_a_no_op(tmp_path: Path, procs: Procs) -> None:
-    db = tmp_path / "new.db"
-    argv = [str(SQEW_BIN), "--db", str(db), "db", "upgrade"]
+def test_db_upgrade_creates_a_database_and_is_then_a_no_op(
+    make_db: Callable[[], Db], procs: Procs
+) -> None:
+    db = make_db()
+    argv = [str(SQEW_BIN), "--db", db.target, "db", "upgrade"]
     code, out, err = finish(procs.spawn(argv), 60)
     assert code == 0, err
     assert migrate.head() in out
-    assert sqlite_rows(db, "SELECT version_num FROM alembic_version") == [(migrate.head(),)]
-    with contextlib.closing(sqew.Client(db)) as client:
+    assert db.rows("SELECT version_num FROM alembic_version") == [(migrate.head(),)]
+    with contextlib.closing(sqew.Client(db.target)) as client:
         client.create_queue("kept")
         client.enqueue("kept", {"n": 1})
 
     code, out, err = finish(procs.spawn(argv), 60)
     assert code == 0, err
     assert migrate.head() in out
-    assert sqlite_rows(db, "SELECT version_num FROM alembic_version") == [(migrate.head(),)]
-    with contextlib.closing(sqew.Client(db)) as client:
+    assert db.rows("SELECT version_num FROM alembic_version") == [(migrate.head(),)]
+    with contextlib.closing(sqew.Client(db.target)) as client:
         assert client.stats("kept").ready == 1
 
 
 def test_db_upgrade_brings_a_0001_database_with_messages_to_the_head(
-    tmp_path: Path, procs: Procs
+    make_db: Callable[[], Db], procs: Procs
 ) -> None:
     """A database made before API keys (revision 0001) keeps its messages through 0002."""
-    db = tmp_path / "old.db"
-    engine = create_engine(f"sqlite:///{db}", poolclass=pool.NullPool)
+    db = make_db()
+    engine = db.engine()
     with engine.connect() as conn:
         from alembic import command
 
         command.upgrade(migrate.alembic_config(conn), "0001")
         conn.commit()
     engine.dispose()
-    sqlite_exec(
-        db,
+    db.execute(
         "INSERT INTO queues (name, visibility_ms, max_attempts, backoff_base_ms, "
         "backoff_max_ms, retention_ms, dedup_window_ms, max_payload_bytes, max_depth, "
         "rate_limit_per_s, lifo, archive, created_at, depth, enqueued_total) "
-        "VALUES ('old', 30000, 5, 1000, 60000, 1209600000, 300000, 262144, 0, 0, 0, 0, 1, 1, 1)",
+        "VALUES ('old', 30000, 5, 1000, 60000, 1209600000, 300000, 262144, 0, 0, FALSE, FALSE, "
+        "1, 1, 1)",
         "INSERT INTO messages (queue_id, payload, priority, attempts, enqueued_at, "
-        "available_at, expires_at, lifo) VALUES (1, '{\"n\": 1}', 0, 0, 1, 1, 9999999999999, 0)",
+        "available_at, expires_at, lifo) VALUES (1, '{\"n\": 1}', 0, 0, 1, 1, 9999999999999, "
+        "FALSE)",
     )
-    code, out, err = finish(procs.spawn([str(SQEW_BIN), "--db", str(db), "queue", "list"]), 60)
+    code, out, err = finish(procs.spawn([str(SQEW_BIN), "--db", db.target, "queue", "list"]), 60)
     assert code == 1 and "run `sqew db upgrade`" in err, (out, err)
 
-    code, out, err = finish(procs.spawn([str(SQEW_BIN), "--db", str(db), "db", "upgrade"]), 60)
+    code, out, err = finish(procs.spawn([str(SQEW_BIN), "--db", db.target, "db", "upgrade"]), 60)
     assert code == 0, err
-    assert sqlite_rows(db, "SELECT version_num FROM alembic_version") == [(migrate.head(),)]
-    with contextlib.closing(sqew.Client(db)) as client:
+    assert db.rows("SELECT version_num FROM alembic_version") == [(migrate.head(),)]
+    with contextlib.closing(sqew.Client(db.target)) as client:
         (leased,) = client.poll("old")
         assert leased.payload == {"n": 1}
-    assert sqlite_rows(db, "SELECT count(*) FROM api_keys") == [(0,)]
+    assert db.rows("SELECT count(*) FROM api_keys") == [(0,)]
+
+
+def test_a_newer_or_foreign_database_is_refused_with_its_data_kept(
+    make_db: Callable[[], Db], procs: Procs
+) -> None:
+    """The SQLite side of this (files byte for byte) is the REFUSED cases above."""
+    newer, foreign = make_db(), make_db()
+    sqew.Client(newer.target).close()
+    newer.execute("UPDATE alembic_version SET version_num = '9999'")
+    foreign.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL)",
+                    "INSERT INTO invoices (id, total) VALUES (1, 12.5)")
+    for db in (newer, foreign):
+        for command in (["queue", "list"], ["db", "upgrade"]):
+            code, out, err = finish(
+                procs.spawn([str(SQEW_BIN), "--db", db.target, *command]), 60)
+            assert code == 1, (out, err)
+            assert len(err.splitlines()) == 1 and err.startswith("error: Unavailable: "), err
+        with pytest.raises(sqew.errors.Unavailable):
+            sqew.Client(db.target)
+    assert newer.rows("SELECT version_num FROM alembic_version") == [("9999",)]
+    assert foreign.rows("SELECT total FROM invoices") == [(12.5,)]
+    assert foreign.rows("SELECT count(*) FROM invoices") == [(1,)]
 
 
 def test_db_upgrade_refuses_a_newer_database_untouched(tmp_path: Path, procs: Procs) -> None:
@@ -267,24 +352,28 @@ client.close()
 """
 
 
-def test_six_processes_open_a_new_file_at_once(tmp_path: Path, procs: Procs) -> None:
-    db = tmp_path / "race.db"
+def test_six_processes_open_a_new_database_at_once(
+    make_db: Callable[[], Db], procs: Procs, tmp_path: Path
+) -> None:
+    db = make_db()
     go = tmp_path / "go"
     names = [f"q{n}" for n in range(6)]
     ready = [tmp_path / f"{name}.ready" for name in names]
-    children = [procs.python(OPENER, str(db), name, str(flag), str(go))
+    children = [procs.python(OPENER, db.target, name, str(flag), str(go))
                 for name, flag in zip(names, ready, strict=True)]
     wait_for(lambda: all(f.exists() for f in ready), 60, "all six processes to be ready")
-    assert not db.exists()
+    if db.backend == "sqlite":
+        assert not Path(db.target).exists()
     go.touch()
     for child in children:
         code, _, err = finish(child, 60)
         assert code == 0, err
         assert "Traceback" not in err
 
-    with contextlib.closing(sqew.Client(db)) as client:
+    with contextlib.closing(sqew.Client(db.target)) as client:
         queues = {q.name for q in client.list_queues()}
     assert queues == set(names) | {f"{n}.dlq" for n in names}
-    assert sqlite_rows(db, "SELECT version_num FROM alembic_version") == [(migrate.head(),)]
-    assert sqlite_rows(db, "PRAGMA integrity_check") == [("ok",)]
-    assert os.path.getsize(db) > 0
+    assert db.rows("SELECT version_num FROM alembic_version") == [(migrate.head(),)]
+    if db.backend == "sqlite":
+        assert db.rows("PRAGMA integrity_check") == [("ok",)]
+        assert os.path.getsize(db.target) > 0
