@@ -7,6 +7,7 @@ keep before opening anything.
 from __future__ import annotations
 
 import os
+from urllib.parse import urlsplit, urlunsplit
 
 SQLITE_URL = "sqlite:///"
 POSTGRES_SCHEMES = ("postgresql+psycopg://", "postgresql://")
@@ -31,3 +32,19 @@ def in_memory(path: str) -> bool:
     """Whether a SQLite path names an in-memory database (it would vanish with its
     connection: nothing would be kept)."""
     return path == ":memory:" or path.startswith("file::memory:")
+
+
+def shown(target: str | os.PathLike[str]) -> str:
+    """A target as shown to people: a URL's password, if any, replaced by ``***``."""
+    text = os.fspath(target)
+    if "://" not in text:
+        return text
+    try:
+        parts = urlsplit(text)
+        password = parts.password
+    except ValueError:
+        return text.split("://", 1)[0] + "://…"
+    if password is None:
+        return text
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))

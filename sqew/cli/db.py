@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from sqew import errors
+from sqew import errors, locations
 from sqew.cli import output
 from sqew.cli.state import current
 
@@ -21,6 +21,8 @@ def upgrade(ctx: typer.Context) -> None:
     Example:
 
         sqew --db /var/lib/sqew/sqew.db db upgrade
+
+        sqew --db postgresql+psycopg://sqew@db.internal:5432/sqew db upgrade
     """
     state = current(ctx)
     if state.url:
@@ -36,4 +38,4 @@ def upgrade(ctx: typer.Context) -> None:
     # so the database is now at this sqew's head.
     revision = migrate.head()
     output.emit(state.json, {"revision": revision},
-                output.line(f"database {state.db} is at revision {revision}"))
+                output.line(f"database {locations.shown(state.db)} is at revision {revision}"))

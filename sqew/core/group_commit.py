@@ -22,15 +22,16 @@ operation of the group fails alike: nothing of it was committed.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
 from sqew import errors
 from sqew.backends.base import Backend, Tx, Waiter, WriteSession
-from sqew.backends.errors import translate
+from sqew.backends.errors import is_conflict, translate
 from sqew.core.clock import Clock
-from sqew.core.writer import Offload, Op, Outcome, Writer
+from sqew.core.writer import CONFLICT_ATTEMPTS, Offload, Op, Outcome, Writer
 
 R = TypeVar("R")
 T = TypeVar("T")
@@ -122,17 +123,8 @@ class GroupWriter(Writer):
         except Exception as exc:
             _fail(group, exc)
             return
-        # Callers that gave up while the group waited for the lock (a disconnect, a shutdown
-        # past its grace) are left out: a poll of theirs would lease messages to nobody.
-        units = _units(_live(group))
         try:
-            now = self._clock()
-            outcomes = await self._body(lambda: self._optimistic(units, now))
-            if outcomes is None:  # an operation failed and all was rolled back: unit by unit
-                await self._session.begin(self._offload)
-                units = _units(_live(group))  # callers may have given up during this wait too
-                now = self._clock()
-                outcomes = await self._body(lambda: self._isolated(units, now))
+            outcomes = await self._run_group(group)
             await self._session.commit(self._offload)
         except _GroupFailed as failed:
             self._abandon()
@@ -143,6 +135,31 @@ class GroupWriter(Writer):
             _fail(group, exc)
             return
         self._resolve(outcomes)
+
+    async def _run_group(self, group: list[Item]) -> list[tuple[Item, Outcome]]:
+        """The group's outcomes in the transaction just begun: all at once, or (after an
+        operation failed) unit by unit; the whole group again, in a new transaction, when the
+        database aborted it for a conflict with another (a deadlock between replicas)."""
+        isolated, conflicts = False, 0
+        while True:
+            # Callers that gave up while the group waited (for the lock, a disconnect, a
+            # shutdown past its grace) are left out: a poll of theirs would lease messages to
+            # nobody.
+            units = _units(_live(group))
+            now = self._clock()
+            run = self._isolated if isolated else self._optimistic
+            try:
+                outcomes = await self._body(functools.partial(run, units, now))
+            except _Conflict as conflict:  # rolled back
+                conflicts += 1
+                if conflicts >= CONFLICT_ATTEMPTS:
+                    raise _GroupFailed(translate(conflict.cause)) from conflict.cause
+                log.info("a group conflicted with another transaction; running it again")
+            else:
+                if outcomes is not None:
+                    return outcomes
+                isolated = True  # an operation failed and all was rolled back: unit by unit
+            await self._session.begin(self._offload)
 
     async def _body(self, fn: Callable[[], T]) -> T:
         if self._on_loop:
@@ -158,10 +175,7 @@ class GroupWriter(Writer):
             outcomes = [pair for unit in units for pair in _run_unit(tx, unit, now)]
         except Exception as exc:
             self._check_transaction(exc)
-            try:
-                self._session.rollback()
-            except Exception as rollback_exc:
-                raise _GroupFailed(translate(rollback_exc)) from rollback_exc
+            self._rollback_for(exc)
             return None
         return _notified(tx, outcomes)
 
@@ -180,10 +194,21 @@ class GroupWriter(Writer):
             return [(item, (False, exc)) for item in unit]
         except Exception as exc:  # a bug or a database error fails this unit alone
             self._check_transaction(exc)
+            if is_conflict(exc):  # the whole group runs again (its locks let go first)
+                self._rollback_for(exc)
             err = translate(exc)
             if isinstance(err, errors.InternalError):
                 log.error("write operation failed", exc_info=exc)
             return [(item, (False, err)) for item in unit]
+
+    def _rollback_for(self, exc: BaseException) -> None:
+        """Roll the group back after ``exc``; raise ``_Conflict`` if it was a conflict."""
+        try:
+            self._session.rollback()
+        except Exception as rollback_exc:
+            raise _GroupFailed(translate(rollback_exc)) from rollback_exc
+        if is_conflict(exc):
+            raise _Conflict(exc)
 
     def _check_transaction(self, exc: BaseException) -> None:
         if not self._session.in_transaction:
@@ -217,6 +242,15 @@ def _notified(tx: Tx, outcomes: list[tuple[Item, Outcome]]) -> list[tuple[Item, 
     if queues:
         tx.notify(sorted(queues))
     return outcomes
+
+
+class _Conflict(Exception):
+    """The database aborted the group's transaction for a conflict (rolled back): run it
+    again."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
 
 
 def _live(group: list[Item]) -> list[Item]:

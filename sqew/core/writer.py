@@ -20,11 +20,14 @@ from typing import Any, Generic, TypeVar
 
 from sqew import errors
 from sqew.backends.base import Backend, Tx, Waiter
+from sqew.backends.errors import is_conflict
 from sqew.core.clock import Clock
 
 R = TypeVar("R")
 T = TypeVar("T")
 log = logging.getLogger("sqew.writer")
+CONFLICT_ATTEMPTS = 3
+"""Runs of an operation whose transaction the database aborted for a conflict (deadlock)."""
 
 Outcome = tuple[bool, Any]
 """One operation's result in a merged run: ``(True, value)`` or ``(False, SqewError)``."""
@@ -97,7 +100,23 @@ class DirectWriter(Writer):
             log.exception("a background write failed")
 
     def run(self, op: Op[R]) -> R:
-        """Run ``op`` in a transaction of its own (blocking) and return its result."""
+        """Run ``op`` in a transaction of its own (blocking) and return its result.
+
+        A transaction the database aborted because it conflicted with another (PostgreSQL's
+        deadlock detection, say) runs again, up to ``CONFLICT_ATTEMPTS`` times in all.
+        """
+        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+            try:
+                return self._run_once(op)
+            except errors.SqewError as exc:
+                if attempt == CONFLICT_ATTEMPTS or exc.__cause__ is None or not is_conflict(
+                    exc.__cause__
+                ):
+                    raise
+                log.info("a write conflicted with another transaction; running it again")
+        raise AssertionError("unreachable")
+
+    def _run_once(self, op: Op[R]) -> R:
         with self._backend.write() as tx:
             result = op.run(tx, self._clock())
             if op.notify:  # other processes' waiters, at the commit (see Tx.notify)

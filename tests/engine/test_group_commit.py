@@ -82,13 +82,30 @@ def commits(db: Path, body: Callable[[QueueService], Awaitable[T]]) -> tuple[T, 
     return result, sum(1 for s in sql if s.strip().upper() == "COMMIT")
 
 
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
-    path = tmp_path / "g.db"
-    with sqew.Client(str(path)) as c:
+def _store(path: str) -> str:
+    with sqew.Client(path) as c:
         c.create_queue("q", max_payload_bytes=100)
         c.create_queue("capped", max_depth=5)
     return path
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """A store with queues ``q`` and ``capped``: a SQLite file, or a database on the tests'
+    PostgreSQL server (its URL; the group commit is the same code on both)."""
+    if request.param == "sqlite":
+        return Path(_store(str(tmp_path / "g.db")))
+    import targets
+
+    store = targets.postgres(tmp_path)
+    request.addfinalizer(store.drop)
+    return _store(store.url)
+
+
+@pytest.fixture
+def sqlite_db(tmp_path: Path) -> Path:
+    """The SQLite store of ``db``, for tests of SQLite's locks and files."""
+    return Path(_store(str(tmp_path / "g.db")))
 
 
 def test_concurrent_plain_enqueues_share_one_commit_and_fail_alone(db: Path) -> None:
@@ -272,10 +289,11 @@ def test_the_wal_starts_over_under_steady_group_commits_and_the_checkpointer_sto
 
 
 def test_a_merge_whose_group_failed_before_it_ran_takes_no_more_requests(
-    db: Path, monkeypatch: pytest.MonkeyPatch
+    sqlite_db: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A group can fail before it runs its writes (the write lock never came); requests that
     arrive later start a new merge instead of joining the one that has ended."""
+    db = sqlite_db
     monkeypatch.setattr(sqlite_connection, "BUSY_TIMEOUT_MS", 200)  # give up on the lock soon
     blocker = sqlite3.connect(db, isolation_level=None)  # a writer that is no committer
     blocker.execute("BEGIN IMMEDIATE")
@@ -297,11 +315,14 @@ def test_a_merge_whose_group_failed_before_it_ran_takes_no_more_requests(
 
 
 # --- callers that left, and a transaction that ends under the group (defect 13) --------------
-def test_polls_cancelled_while_their_group_waited_for_the_lock_lease_nothing(db: Path) -> None:
+def test_polls_cancelled_while_their_group_waited_for_the_lock_lease_nothing(
+    sqlite_db: Path,
+) -> None:
     """A group waits for the write lock (held by another connection); meanwhile some of its
     polls are cancelled (their clients left). Once the lock comes, only the polls still there
     lease messages: the others' stay ready with no attempt spent (with max_attempts 1 a lease
     to nobody would send a message to the DLQ when it ran out)."""
+    db = sqlite_db
     with sqew.Client(str(db)) as c:
         c.create_queue("once", max_attempts=1)
         ids = [r.message_id for r in c.enqueue_batch("once", [{"payload": i} for i in range(6)])]
@@ -457,10 +478,11 @@ def test_a_full_disk_is_a_503_over_http(
 
 
 def test_a_poll_cancelled_while_the_retry_pass_waits_for_the_lock_leases_nothing(
-    db: Path,
+    sqlite_db: Path,
 ) -> None:
     """A failing operation sends the group to its savepoint-per-unit pass, which takes the
     write lock again; a poll whose caller gave up during that wait must lease nothing."""
+    db = sqlite_db
     with sqew.Client(str(db)) as c:
         c.enqueue("q", 1)
 
@@ -494,11 +516,12 @@ def test_a_poll_cancelled_while_the_retry_pass_waits_for_the_lock_leases_nothing
 
 
 def test_a_backend_whose_statements_may_not_run_on_the_loop_gets_them_offloaded(
-    db: Path,
+    sqlite_db: Path,
 ) -> None:
     """``Backend.statements_on_loop`` False (a database across a network): a group's
     statements run through ``offload``, still one transaction, merged, committed before
     anyone is answered."""
+    db = sqlite_db
     threads: set[str] = set()
 
     async def main() -> tuple[list[Any], list[Any]]:

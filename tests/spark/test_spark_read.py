@@ -140,8 +140,20 @@ def test_missing_queue_is_queue_not_found(spark: Any, db: str) -> None:
         spark.read.format("sqew").option("db", db).option("queue", "nope").load().collect()
 
 
-def test_a_database_url_works_like_a_path(spark: Any, db: str) -> None:
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_a_database_url_works_like_a_path(
+    spark: Any, db: str, backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     url = f"sqlite:///{db}"
+    if backend == "postgres":  # a database on the tests' PostgreSQL server (tests/targets.py)
+        import targets
+
+        store = targets.postgres(tmp_path)
+        request.addfinalizer(store.drop)
+        url = store.url
+        with sqew.Client(url) as c:
+            c.create_queue("q", archive=True)
     spark.range(300).selectExpr("to_json(named_struct('n', id)) AS payload") \
         .write.format("sqew").option("db", url).option("queue", "q").mode("append").save()
     rows = spark.read.format("sqew").option("db", url).option("queue", "q").load().collect()

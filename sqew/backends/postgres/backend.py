@@ -26,7 +26,7 @@ import psycopg
 from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool
 
-from sqew import errors
+from sqew import errors, locations
 from sqew.backends.base import Backend, Lead, Tx, Waiter, WriteSession
 from sqew.backends.errors import translate
 from sqew.backends.postgres import connection
@@ -68,7 +68,7 @@ class PostgresBackend(Backend):
         if durability not in ("normal", "full"):
             raise errors.ValidationError("durability must be 'normal' or 'full'")
         self.url = url
-        self.shown = connection.describe(url)
+        self.shown = locations.shown(url)
         try:
             self._info = connection.conninfo(url)
         except psycopg.Error:
@@ -140,16 +140,15 @@ class PostgresBackend(Backend):
     def _transaction(self, begin: str) -> Iterator[Tx]:
         conn = self._begin(begin)
         try:
+            tx = PostgresTx(conn, self._origin)
             try:
-                yield PostgresTx(conn, self._origin)
+                yield tx
             except BaseException:
                 _rollback(conn)
                 raise
-            if conn.info.transaction_status == TransactionStatus.INERROR:
-                _rollback(conn)  # COMMIT would roll back without a word
-                raise errors.InternalError("a statement of the transaction failed")
-            conn.execute("COMMIT")
+            tx.commit()  # with the notifications, in one round trip
         except psycopg.Error as exc:
+            _rollback(conn)
             raise translate(exc) from exc
         finally:
             self._pool.putconn(conn)

@@ -21,7 +21,6 @@ Limits (per ``sqew serve`` process or embedded Client; PostgreSQL's default
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg import conninfo as pg_conninfo
@@ -45,19 +44,6 @@ def conninfo(url: str) -> str:
     if "connect_timeout" not in params:
         text = pg_conninfo.make_conninfo(text, connect_timeout=CONNECT_TIMEOUT_S)
     return text
-
-
-def describe(url: str) -> str:
-    """The URL as shown to people: the password, if any, replaced by ``***``."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url.split("://", 1)[0] + "://…"
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
 def connect(info: str) -> psycopg.Connection[Any]:

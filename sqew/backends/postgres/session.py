@@ -1,9 +1,10 @@
 """``PostgresWriteSession``: a group committer's connection, its transactions taken in steps.
 
-Every step crosses the network, so every step runs through ``offload`` (a database thread):
-``begin``, the group's statements (``PostgresBackend.statements_on_loop`` is False) and
-``commit``. A connection that was lost (the database restarted) is replaced at the next
-``begin``: the group that was running fails with ``Unavailable``, the next one reconnects.
+Every step that crosses the network runs through ``offload`` (a database thread): the group's
+statements (``PostgresBackend.statements_on_loop`` is False) and ``commit``; ``begin`` sends
+nothing (``BEGIN`` goes out with the first statement). A connection that was lost (the
+database restarted) is replaced at the next ``begin``: the group that was running fails with
+``Unavailable``, the next one reconnects.
 """
 
 from __future__ import annotations
@@ -13,14 +14,11 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
-from psycopg.pq import TransactionStatus
 
 from sqew import errors
 from sqew.backends.base import Offload, WriteSession
 from sqew.backends.errors import translate
 from sqew.backends.postgres.tx import PostgresTx
-
-_OPEN = (TransactionStatus.INTRANS, TransactionStatus.INERROR)
 
 
 class PostgresWriteSession(WriteSession):
@@ -48,56 +46,43 @@ class PostgresWriteSession(WriteSession):
         return self.tx
 
     async def begin(self, offload: Offload) -> None:
-        await offload(self.begin_now)
-
-    def begin_now(self) -> None:
-        """Begin a transaction, on a new connection if the last one was lost (blocking)."""
+        """Begin a transaction; ``BEGIN`` goes out with the first statement. A lost connection
+        is replaced first, through ``offload`` (connecting waits for the network)."""
         if self._closed:
             raise errors.Unavailable("the database is closed")
         if self._conn is None or self._conn.closed or self._conn.broken:
-            if self._conn is not None:
-                self._conn.close()
-            self._open()
-        assert self._conn is not None
-        try:
-            self._conn.execute("BEGIN")
-        except psycopg.Error as exc:
-            raise translate(exc) from exc
+            await offload(self.reconnect)
+        self.tx.start()
+
+    def reconnect(self) -> None:
+        """Replace a lost connection (blocking)."""
+        if self._conn is not None:
+            self._conn.close()
+        self._open()
 
     async def commit(self, offload: Offload) -> None:
         await offload(self.commit_now)
 
     def commit_now(self) -> None:
-        """Commit the open transaction (blocking)."""
-        assert self._conn is not None
-        if self._conn.info.transaction_status == TransactionStatus.INERROR:
-            # COMMIT of an aborted transaction rolls back without an error: never report
-            # that as committed.
-            self.rollback()
-            raise errors.InternalError("a statement of the transaction failed")
+        """Commit the open transaction, its notifications in the same round trip (blocking)."""
         try:
-            self._conn.execute("COMMIT")
+            self.tx.commit()
         except psycopg.Error as exc:
-            with contextlib.suppress(errors.SqewError):
-                self.rollback()
+            with contextlib.suppress(psycopg.Error):
+                self.tx.rollback()
             raise translate(exc) from exc
 
     def rollback(self) -> None:
-        conn = self._conn
-        if conn is None or conn.closed or conn.info.transaction_status not in _OPEN:
-            return
         try:
-            conn.execute("ROLLBACK")
+            self.tx.rollback()
         except psycopg.Error as exc:
             raise translate(exc) from exc
 
     @property
     def in_transaction(self) -> bool:
-        """Whether a transaction is open: also when a statement failed in it (PostgreSQL
-        keeps the aborted transaction, and a savepoint's rollback revives it), not when the
-        connection was lost."""
-        conn = self._conn
-        return conn is not None and conn.info.transaction_status in _OPEN
+        """Whether a transaction is open (or begun and not yet sent): also when a statement
+        failed in it (a savepoint's rollback revives it), not when the connection was lost."""
+        return self.tx.open
 
     def close(self) -> None:
         if self._closed:

@@ -8,7 +8,9 @@ from typing import Any
 
 from psycopg.pq import TransactionStatus
 
+from sqew import errors
 from sqew.backends.base import NewMessage
+from sqew.backends.paramstyle import PyformatConnection
 from sqew.backends.postgres.connection import CHANNEL
 from sqew.backends.sql import SqlTx
 
@@ -30,11 +32,43 @@ _INSERT_ONE = (
 _COLUMNS = ("q", "p", "pr", "a", "e", "av", "x", "l")
 
 
+_NOTIFY = (
+    f"SELECT pg_notify('{CHANNEL}', %(origin)s || ' ' || q) "
+    "FROM unnest(CAST(%(qs)s AS TEXT[])) AS q"
+)
+
+
+class _Statements(PyformatConnection):
+    """``PyformatConnection`` that sends a pending ``BEGIN`` in one round trip with the
+    transaction's first statement (psycopg's pipeline mode)."""
+
+    def __init__(self, conn: Any) -> None:
+        super().__init__(conn)
+        self.begin: str | None = None
+
+    def execute(self, sql: str, params: Any = None) -> Any:
+        begin, self.begin = self.begin, None
+        if begin is None:
+            return super().execute(sql, params)
+        with self.conn.pipeline():
+            self.conn.execute(begin)
+            cursor = super().execute(sql, params)
+        return cursor
+
+    def executemany(self, sql: str, rows: Sequence[Any]) -> Any:
+        begin, self.begin = self.begin, None
+        if begin is not None:
+            self.conn.execute(begin)
+        return super().executemany(sql, rows)
+
+
 class PostgresTx(SqlTx):
     """``SqlTx`` on a psycopg connection (autocommit mode, inside a ``BEGIN``).
 
     The hooks' defaults are PostgreSQL's already (``TRUE``/``FALSE``, a token from
     ``gen_random_uuid()``, claims ``FOR UPDATE SKIP LOCKED``); psycopg takes ``%(name)s``.
+    Round trips are saved at both ends of a transaction: ``start`` leaves ``BEGIN`` to go out
+    with the first statement, and ``commit`` sends the notifications with ``COMMIT``.
     """
 
     PARAMSTYLE = "pyformat"
@@ -45,21 +79,53 @@ class PostgresTx(SqlTx):
         super().__init__(conn)
         self.conn = conn
         self.origin = origin
+        self.c: _Statements = _Statements(conn)
+        self._notify: set[str] = set()
+
+    def start(self, begin: str = "BEGIN") -> None:
+        """Open a transaction: ``begin`` is sent with the first statement."""
+        self._notify.clear()
+        self.c.begin = begin
+
+    @property
+    def open(self) -> bool:
+        """Whether a transaction is open, or started and not yet sent; also when a statement
+        failed in it (PostgreSQL keeps the aborted transaction, and a savepoint's rollback
+        revives it), not when the connection was lost."""
+        return self.c.begin is not None or self.conn.info.transaction_status in _OPEN
 
     def _in_transaction(self) -> bool:
-        # After a failed statement the transaction is still there (aborted: a savepoint's
-        # rollback revives it); after a lost connection it is not.
-        return self.conn.info.transaction_status in _OPEN
+        return self.open
 
     def notify(self, queues: Iterable[str]) -> None:
-        # PostgreSQL delivers notifications at commit, and one per distinct payload of a
+        # PostgreSQL delivers notifications at commit, one per distinct payload of a
         # transaction (coalesced), to every listening process: the waiters of other replicas.
-        # The payload is "<origin> <queue>" (a queue name has no spaces).
-        self.c.execute(
-            f"SELECT pg_notify('{CHANNEL}', :origin || ' ' || q) "
-            "FROM unnest(CAST(:qs AS TEXT[])) AS q",
-            {"origin": self.origin, "qs": list(queues)},
-        )
+        # Kept until the commit, which sends them in its round trip.
+        self._notify.update(queues)
+
+    def commit(self) -> None:
+        """Commit: the notifications (payload ``"<origin> <queue>"``; a queue name has no
+        spaces) and ``COMMIT`` in one round trip. An aborted transaction is rolled back and
+        reported, never "committed" (PostgreSQL would answer its COMMIT with a rollback)."""
+        if self.c.begin is not None:  # nothing was sent: nothing to commit
+            self.c.begin = None
+            self._notify.clear()
+            return
+        if self.conn.info.transaction_status == TransactionStatus.INERROR:
+            self.rollback()
+            raise errors.InternalError("a statement of the transaction failed")
+        queues, self._notify = sorted(self._notify), set()
+        with self.conn.pipeline():
+            if queues:
+                self.conn.execute(_NOTIFY, {"origin": self.origin, "qs": queues})
+            self.conn.execute("COMMIT")
+
+    def rollback(self) -> None:
+        """Roll back whatever is open (nothing if the connection is gone)."""
+        self.c.begin = None
+        self._notify.clear()
+        if not self.conn.closed and self.conn.info.transaction_status in _OPEN:
+            self.conn.execute("ROLLBACK")
 
     def insert_messages(self, rows: Sequence[NewMessage]) -> list[int]:
         """One statement whatever the count; the ids sorted (a sequence draws them in the

@@ -9,13 +9,16 @@ generations, which wakes their waits on whatever loop they are. A thousand waiti
 a thousand futures and one connection.
 
 Notifications of this process's own commits are skipped (their waits were woken in-process at
-the commit). While the listening connection is down, notifications are lost: when it is back,
-every wait in progress is woken once (a spurious wake costs a claim; a missed one would cost
-a whole ``wait_ms``).
+the commit). Until the listening connection is up, and while it is down, notifications are
+lost: when it is (back) up, every wait in progress is woken once, and so is every wait whose
+mark was taken before (the mark carries the connection's epoch). A spurious wake costs a
+claim; a missed one would cost a whole ``wait_ms``. Nothing here blocks the caller: the first
+mark only starts the thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -27,7 +30,7 @@ from typing import Any
 import psycopg
 
 from sqew.backends.postgres.connection import CHANNEL, CONNECT_TIMEOUT_S
-from sqew.backends.waiting import InProcessWaiter
+from sqew.backends.waiting import InProcessWaiter, wake
 
 RECONNECT_S = 1.0
 """Pause between attempts to open the listening connection again."""
@@ -48,16 +51,16 @@ class PostgresWaiter(InProcessWaiter):
         self._origin = origin
         self._thread: threading.Thread | None = None
         self._start = threading.Lock()
-        self._tried = threading.Event()  # the first attempt to listen has ended
+        self._epoch = 0  # moves each time the listening connection is (back) up
+        self._listening = threading.Event()
         self._stop_r, self._stop_w = os.pipe()
 
-    @property
-    def listening(self) -> bool:
-        """Whether the listening thread runs (tests: one connection per process)."""
-        return self._thread is not None and self._thread.is_alive()
+    def until_listening(self, timeout_s: float) -> bool:
+        """Block until the listening connection is up (tests); False if ``timeout_s`` passed
+        first."""
+        return self._listening.wait(timeout_s)
 
     def _external_mark(self, queue: str) -> object:
-        # Listen before the first claim: a notification sent after this mark is then seen.
         if self._thread is None:
             with self._start:
                 if self._thread is None and not self.closed:
@@ -65,8 +68,15 @@ class PostgresWaiter(InProcessWaiter):
                         target=self._run, name="sqew-listen", daemon=True
                     )
                     self._thread.start()
-        self._tried.wait(CONNECT_TIMEOUT_S + 1)
-        return None
+        return self._epoch
+
+    def _watch(
+        self, loop: asyncio.AbstractEventLoop, queue: str, mark: object,
+        future: asyncio.Future[None],
+    ) -> None:
+        # Marked before the connection was (back) up: a notification may have been missed.
+        if mark != self._epoch:
+            wake(future)
 
     def close(self) -> None:
         super().close()
@@ -87,15 +97,15 @@ class PostgresWaiter(InProcessWaiter):
             try:
                 conn = self._connect()
                 conn.execute(f"LISTEN {CHANNEL}")
-                self._tried.set()
                 # Whatever was sent while nobody listened is lost: wake every wait once.
                 self._wake_all()
+                self._listening.set()
                 self._listen(conn)
             except Exception:
                 log.warning("listening for other processes' commits failed; retrying",
                             exc_info=True)
             finally:
-                self._tried.set()
+                self._listening.clear()
                 if conn is not None:
                     with contextlib.suppress(Exception):
                         conn.close()
@@ -120,6 +130,7 @@ class PostgresWaiter(InProcessWaiter):
                 self.changed(queues)
 
     def _wake_all(self) -> None:
+        self._epoch += 1  # first: a wait registered after the snapshot below sees it moved
         with self._lock:
             waited = list(self._waits)
         if waited:

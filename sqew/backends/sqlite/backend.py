@@ -149,6 +149,27 @@ class SqliteBackend(Backend):
     def waiter(self) -> Waiter:
         return SqliteWaiter(self._conn)
 
+    def try_lead(self, role: str) -> Lead | None:
+        """PLACEHOLDER of the `pg` branch (SqliteBackend must stay concrete there): when
+        merging with the `pressure` branch, take pressure's try_lead and drop this one."""
+
+        class FileLead(Lead):
+            def __init__(self, lock: lockfile.LockFile) -> None:
+                self._lock = lock
+
+            @property
+            def held(self) -> bool:
+                return self._lock.held
+
+            def release(self) -> None:
+                self._lock.close()
+
+        lock = lockfile.LockFile(self.path.with_name(f"{self.path.name}-{role}"))
+        if not lock.acquire(wait=False):
+            lock.close()
+            return None
+        return FileLead(lock)
+
     def maintain(self) -> None:
         conn = self._conn()
         try:
@@ -178,15 +199,6 @@ class SqliteBackend(Backend):
     def schema_head(self) -> str:
         return SCHEMA_HEAD
 
-    def try_lead(self, role: str) -> Lead | None:
-        # (A placeholder of the `pg` branch so that SqliteBackend stays concrete; the
-        # `pressure` branch owns SQLite's implementation.) An flock of a file of the role's.
-        lock = lockfile.LockFile(self.path.with_name(f"{self.path.name}-{role}"))
-        if not lock.acquire(wait=False):
-            lock.close()
-            return None
-        return _FileLead(lock)
-
     def close(self) -> None:
         self._closed = True
         with self._lock:
@@ -195,18 +207,6 @@ class SqliteBackend(Backend):
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
         self._local = threading.local()
-
-
-class _FileLead(Lead):
-    def __init__(self, lock: lockfile.LockFile) -> None:
-        self._lock = lock
-
-    @property
-    def held(self) -> bool:
-        return self._lock.held
-
-    def release(self) -> None:
-        self._lock.close()
 
 
 def _check_path(path: Path) -> None:

@@ -1,0 +1,66 @@
+"""The PostgreSQL waiter: one ``LISTEN``ing connection per process, however many polls wait,
+and another process's commit (a ``NOTIFY`` sent by its transaction) wakes the polls of the
+queue it wrote, and only those (each poll waits in a thread of its own, on a loop of its
+own)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import sqew
+
+pytestmark = pytest.mark.postgres
+
+
+def test_one_listening_connection_wakes_exactly_the_polls_of_the_written_queue(
+    tmp_path: Path,
+) -> None:
+    import pg_support
+    import targets
+
+    store = targets.postgres(tmp_path)
+    waiting = sqew.LocalClient(store.url)  # the polls' process
+    other = sqew.LocalClient(store.url)  # another process: its commits reach us by NOTIFY only
+    queues = [f"q{i}" for i in range(6)]
+    results: dict[str, Any] = {}
+    threads = [threading.Thread(target=lambda q=q: results.__setitem__(
+        q, waiting.poll(q, wait_ms=20_000))) for q in queues]
+    try:
+        for q in queues:
+            other.create_queue(q)
+        for t in threads:
+            t.start()
+        waiter = waiting.service.waiter
+        for q in queues:
+            assert waiter.until_waiting(q, 1, 20), f"no poll parked on {q}"
+        assert waiter.until_listening(20)
+        dbname = store.url.rsplit("/", 1)[1]
+        with contextlib.closing(pg_support.cluster().server.connect(dbname)) as admin:
+            listening = admin.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND query ILIKE 'LISTEN%'"
+            ).fetchone()
+        assert listening == (1,)
+
+        (sent,) = [r.message_id for r in other.enqueue_batch("q3", [{"payload": "hi"}])]
+        threads[3].join(20)
+        assert not threads[3].is_alive()
+        assert [m.id for m in results["q3"]] == [sent]
+        assert all(waiter.waiting(q) == 1 for q in queues if q != "q3")  # still parked
+
+        rest = [q for q in queues if q != "q3"]
+        sent_to = {q: other.enqueue(q, q).message_id for q in rest}
+        for t in threads:
+            t.join(20)
+            assert not t.is_alive()
+        assert {q: [m.id for m in results[q]] for q in rest} == {
+            q: [i] for q, i in sent_to.items()}
+    finally:
+        waiting.close()
+        other.close()
+        store.drop()
