@@ -292,6 +292,7 @@ def fill(side: str, where: str, count: int) -> None:
 
 
 ASYNC_COMMIT = {"synchronous_commit": "off"}
+DIAGNOSTICS = {"log_lock_waits": "on"}  # a lock wait past deadlock_timeout (1 s) is logged
 
 
 def run(quick: bool, out: Callable[[str], None] = print, *,
@@ -309,7 +310,8 @@ def run(quick: bool, out: Callable[[str], None] = print, *,
         results.setdefault(name, {}).setdefault(side, []).append(rate)
         wal.setdefault(name, {}).setdefault(side, []).append(wal_bytes / msgs)
 
-    server = pgserver.PgServer({} if durable else ASYNC_COMMIT, prefix="sqew-bench-pg-").start()
+    server = pgserver.PgServer({**DIAGNOSTICS, **({} if durable else ASYNC_COMMIT)},
+                               prefix="sqew-bench-pg-").start()
     started = time.monotonic()
     try:
         db = Database(server)
@@ -331,6 +333,9 @@ def run(quick: bool, out: Callable[[str], None] = print, *,
             _round(db, sides, sizes, record, out)
         http = {} if missing else _http(db, sizes, out)
         version = db.admin.execute("SHOW server_version").fetchone()[0]
+        problems = _log_problems(server.log.read_text(errors="replace"))
+        for line in problems[:20]:
+            out(f"postgres log: {line}")
     finally:
         server.destroy()
     medians = {name: {side: statistics.median(v) for side, v in by.items()}
@@ -340,7 +345,15 @@ def run(quick: bool, out: Callable[[str], None] = print, *,
     return {"sizes": vars(sizes), "postgres": version, "medians": medians,
             "wal_per_msg": wal_med, "rounds": results, "http": http,
             "targets": targets(medians), "wall_s": round(time.monotonic() - started, 1),
-            "missing": missing, "durable": durable}
+            "missing": missing, "durable": durable, "log_problems": problems}
+
+
+def _log_problems(log: str) -> list[str]:
+    """The server log's lines about conflicts: deadlocks, serialization failures, long lock
+    waits (with the statements they name), to explain a run's 503s."""
+    keys = ("deadlock", "could not serialize", "still waiting", "Process ", "STATEMENT")
+    lines = log.splitlines()
+    return [line for line in lines if any(k in line for k in keys)]
 
 
 Record = Callable[[str, str, float, int, int], None]
