@@ -49,7 +49,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
             committer per process; see ``sqew.core.group_commit``).
         graceful_timeout_s: how long in-flight requests may run after SIGINT/SIGTERM.
         reap_interval_ms: how often the reaper runs, in the one process per database that
-            leads it; the others check as often whether the leader is gone.
+            leads it; the others check as often (at least every second) whether it is gone.
         log_level: server log level.
         log_format: ``json`` (one JSON object per line), ``text`` (for people), or ``auto``:
             text when stderr is a terminal, JSON otherwise. Logs go to stderr.

@@ -1,11 +1,12 @@
 """Background work of a server process, on a timer: the reaper, in exactly one process per
 database, and backpressure's measures when nothing else writes.
 
-Every ``reap_interval_ms`` each server process (each worker of ``--workers N``, each server on
-the file) asks for the reaper's lead (``Backend.try_lead``, without waiting). The one that holds
-it reaps (``QueueService.reap``) and keeps it while it lives; the others only ask again at the
-next tick, so when the leader dies (its lock goes with it) a follower takes over within an
-interval. The embedded Client and the CLI reap only when they can take the lead for a moment
+Every ``reap_interval_ms`` (at least every second) each server process (each worker of
+``--workers N``, each server on the file) asks for the reaper's lead (``Backend.try_lead``,
+without waiting). The one that holds it reaps (``QueueService.reap``) every
+``reap_interval_ms`` and keeps it while it lives; the others only ask again at the next tick,
+so when the leader dies (its lock goes with it) a follower takes over within a tick. The
+embedded Client and the CLI reap only when they can take the lead for a moment
 (``sqew.core.maintenance``): with a server running, the work is the server's.
 
 Its metrics (``BackgroundMetrics``; with ``--workers N`` the scrape combines the workers', so
@@ -39,6 +40,9 @@ if TYPE_CHECKING:
 
 MIN_TICK_S = 0.05
 """The shortest interval between ticks (``reap_interval_ms`` may be tiny in tests)."""
+MAX_TICK_S = 1.0
+"""The longest: followers ask for the lead, and an overloaded process measures again, at
+least this often, however long ``reap_interval_ms`` is."""
 REAP_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 log = logging.getLogger("sqew.reaper")
 
@@ -108,6 +112,7 @@ class Background:
         self._rt = rt
         self._reap = reap
         self._lead: Lead | None = None
+        self._next_reap = 0.0  # (monotonic) when the leader reaps next
         self.metrics = BackgroundMetrics(rt.metrics)
 
     @property
@@ -131,8 +136,9 @@ class Background:
         pressure.on_change = changed
 
     async def run_forever(self) -> None:
-        """Tick every ``reap_interval_ms`` until cancelled, starting now."""
-        interval = max(MIN_TICK_S, self._rt.settings.reap_interval_ms / 1000)
+        """Tick every ``reap_interval_ms`` (at most ``MAX_TICK_S``) until cancelled, starting
+        now."""
+        interval = min(MAX_TICK_S, max(MIN_TICK_S, self._rt.settings.reap_interval_ms / 1000))
         while True:
             if self._reap:
                 try:
@@ -164,6 +170,9 @@ class Background:
                      extra={"pid": os.getpid()})
             self.metrics.lead(True)
         started = time.monotonic()
+        if started < self._next_reap:
+            return
+        self._next_reap = started + rt.settings.reap_interval_ms / 1000
         reaped = await rt.service.reap()
         seconds = time.monotonic() - started
         self.metrics.reaped(reaped, seconds)
