@@ -20,16 +20,19 @@ _OPEN = (TransactionStatus.INTRANS, TransactionStatus.INERROR)
 # statement of one shape, prepared once, where a multi-row VALUES list has a shape per size).
 _INSERT_MANY = (
     "INSERT INTO messages (queue_id, payload, priority, attributes, attempts, enqueued_at, "
-    "available_at, expires_at, lifo) SELECT q, p, pr, a, 0, e, av, x, l FROM unnest("
+    "available_at, expires_at, lifo, traceparent, tracestate) "
+    "SELECT q, p, pr, a, 0, e, av, x, l, tp, ts FROM unnest("
     "CAST(:q AS BIGINT[]), CAST(:p AS TEXT[]), CAST(:pr AS INT[]), CAST(:a AS TEXT[]), "
     "CAST(:e AS BIGINT[]), CAST(:av AS BIGINT[]), CAST(:x AS BIGINT[]), "
-    "CAST(:l AS BOOLEAN[])) AS r(q, p, pr, a, e, av, x, l) RETURNING id"
+    "CAST(:l AS BOOLEAN[]), CAST(:tp AS TEXT[]), CAST(:ts AS TEXT[])) "
+    "AS r(q, p, pr, a, e, av, x, l, tp, ts) RETURNING id"
 )
 _INSERT_ONE = (
     "INSERT INTO messages (queue_id, payload, priority, attributes, attempts, enqueued_at, "
-    "available_at, expires_at, lifo) VALUES (:q, :p, :pr, :a, 0, :e, :av, :x, :l) RETURNING id"
+    "available_at, expires_at, lifo, traceparent, tracestate) "
+    "VALUES (:q, :p, :pr, :a, 0, :e, :av, :x, :l, :tp, :ts) RETURNING id"
 )
-_COLUMNS = ("q", "p", "pr", "a", "e", "av", "x", "l")
+_COLUMNS = ("q", "p", "pr", "a", "e", "av", "x", "l", "tp", "ts")
 
 
 _NOTIFY = (
