@@ -41,6 +41,13 @@ _NOTIFY = (
 )
 
 
+_LOCK_ALL = "SELECT id FROM queues ORDER BY id FOR NO KEY UPDATE"
+_LOCK_NAMED = (
+    "SELECT id FROM queues WHERE name = ANY(CAST(:names AS TEXT[])) ORDER BY id "
+    "FOR NO KEY UPDATE"
+)
+
+
 class _Statements(PyformatConnection):
     """``PyformatConnection`` that sends a pending ``BEGIN`` in one round trip with the
     transaction's first statement (psycopg's pipeline mode)."""
@@ -129,6 +136,17 @@ class PostgresTx(SqlTx):
         self._notify.clear()
         if not self.conn.closed and self.conn.info.transaction_status in _OPEN:
             self.conn.execute("ROLLBACK")
+
+    def lock_queues(self, names: Iterable[str] | None) -> None:
+        """``FOR NO KEY UPDATE`` (the lock an UPDATE of the counters takes; it leaves the
+        messages' foreign-key checks alone), taken in id order: ``ORDER BY`` runs before the
+        rows are locked."""
+        if names is None:
+            self.c.execute(_LOCK_ALL)
+            return
+        wanted = sorted(set(names))
+        if wanted:
+            self.c.execute(_LOCK_NAMED, {"names": wanted})
 
     def insert_messages(self, rows: Sequence[NewMessage]) -> list[int]:
         """One statement whatever the count; the ids sorted (a sequence draws them in the
