@@ -49,6 +49,15 @@ class Tx(abc.ABC):
     def savepoint(self) -> AbstractContextManager[None]:
         """A nested scope: rolled back alone if the block raises, kept otherwise."""
 
+    def lock_queues(self, names: Iterable[str] | None) -> None:  # noqa: B027 (a hook)
+        """Lock the rows of the queues named ``names`` (every queue if None; missing names are
+        skipped) until the transaction ends, in one order (by id) in every transaction, before
+        it touches their messages: then no two transactions each hold a row the other waits
+        for (a queue's counters and its messages, PostgreSQL's deadlock).
+
+        Default: nothing (SQLite's write transaction holds the whole database).
+        """
+
     def notify(self, queues: Iterable[str]) -> None:  # noqa: B027 (a hook: no-op by default)
         """Tell other processes' waiters, when this transaction commits, that messages of
         ``queues`` may have become ready (the writers call it last, before the commit).

@@ -69,6 +69,8 @@ class Claim(Op[tuple[Leased, "int | None"]]):
     is due if none was ready (a long poll sleeps until then)."""
 
     __slots__ = ("batch", "notify", "queue", "visibility_ms", "want_due")
+    # Claims skip locked messages; ended leases are expired after locking the queue (claim).
+    locks_first = True
 
     def __init__(
         self, queue: str, batch: int, visibility_ms: int | None, *, want_due: bool = False
@@ -113,7 +115,10 @@ def claim(
     if found is None:
         raise errors.queue_not_found(queue)
     q, expired_leases = found
-    dlq = expire_leases(tx, q, now) if expired_leases else None
+    dlq = None
+    if expired_leases:  # expiring waits for message rows: the queue's rows first
+        tx.lock_queues((q.name, rules.dlq_name(q.name)))
+        dlq = expire_leases(tx, q, now)
     vis = q.visibility_ms if visibility_ms is None else visibility_ms
     rows = tx.claim(q.id, bool(q.lifo), now, batch, now + vis)
     due = tx.next_due(q.id, now) if want_due and not rows else None
@@ -124,6 +129,7 @@ class Ack(Op[ItemResults]):
     """Acknowledge ``(id, token)`` items: ``acked`` / ``lease_lost`` / ``not_found`` each."""
 
     __slots__ = ("items", "queue")
+    locks_first = True  # the counters first (``add_counters_by_name``), then the messages
 
     def __init__(self, queue: str, items: Sequence[tuple[int, str]]) -> None:
         self.queue = queue

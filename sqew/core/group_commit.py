@@ -206,6 +206,7 @@ class GroupWriter(Writer):
         rarely fail); None, rolled back, if one raised."""
         tx = self._session.tx
         try:
+            _lock_queues(tx, units)
             outcomes = [pair for unit in units for pair in _run_unit(tx, unit, now)]
         except Exception as exc:
             self._check_transaction(exc)
@@ -216,6 +217,7 @@ class GroupWriter(Writer):
     def _isolated(self, units: list[Unit], now: int) -> list[tuple[Item, Outcome]]:
         """Each unit in a savepoint: one failure fails only its own operations."""
         tx = self._session.tx
+        _lock_queues(tx, units)
         outcomes = [pair for unit in units for pair in self._isolated_unit(tx, unit, now)]
         return _notified(tx, outcomes)
 
@@ -306,6 +308,22 @@ def _units(group: list[Item]) -> list[Unit]:
             units.append(unit)
         unit.append(item)
     return units
+
+
+def _lock_queues(tx: Tx, units: list[Unit]) -> None:
+    """Lock the rows of every queue the group may write, in one order, before any message
+    row (``Tx.lock_queues``): a lone unit of an operation that does so itself needs none."""
+    ops = [op for unit in units for op, _ in unit]
+    if len(units) == 1 and ops[0].locks_first:
+        return
+    names: set[str] = set()
+    for op in ops:
+        queues = op.queues()
+        if queues is None:
+            tx.lock_queues(None)
+            return
+        names.update(queues)
+    tx.lock_queues(names)
 
 
 def _run_unit(tx: Tx, unit: Unit, now: int) -> list[tuple[Item, Outcome]]:

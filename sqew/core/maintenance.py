@@ -63,6 +63,9 @@ class Reap(Op[Reaped]):
     def __init__(self) -> None:
         self.notify: tuple[str, ...] = ()
 
+    def queues(self) -> tuple[str, ...] | None:
+        return None  # every queue's
+
     def run(self, tx: Tx, now: int) -> Reaped:
         expired = archived = dead = 0
         changed: list[str] = []

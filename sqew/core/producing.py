@@ -38,7 +38,7 @@ class Enqueue(Op[Results]):
     caller that is not checked (see ``QueueService.enqueue``).
     """
 
-    __slots__ = ("keyed", "messages", "notify", "proof", "queue")
+    __slots__ = ("keyed", "locks_first", "messages", "notify", "proof", "queue")
 
     def __init__(
         self, queue: str, messages: Sequence[models.MessageIn],
@@ -50,6 +50,7 @@ class Enqueue(Op[Results]):
         self.proof = proof
         self.keyed = any(m.idempotency_key is not None for m in messages)
         self.notify = (queue,)
+        self.locks_first = not self.keyed  # ``reserve`` writes the queue's row first
 
     def key(self) -> Hashable | None:
         # Keyed enqueues look their keys up one by one: they run alone.

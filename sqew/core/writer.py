@@ -22,6 +22,7 @@ from typing import Any, Generic, TypeVar
 from sqew import errors
 from sqew.backends.base import Backend, Tx, Waiter
 from sqew.backends.errors import is_conflict
+from sqew.core import rules
 from sqew.core.clock import Clock
 
 R = TypeVar("R")
@@ -38,10 +39,19 @@ class Op(abc.ABC, Generic[R]):
     """One write operation of the service.
 
     ``notify``: the queues whose long polls to wake once the operation committed.
+    ``locks_first``: whether ``run`` itself writes its queue's row before any message row
+    (then a transaction of its own needs no ``Tx.lock_queues`` first).
     """
 
     __slots__ = ()
     notify: tuple[str, ...] = ()
+    locks_first = False
+
+    def queues(self) -> tuple[str, ...] | None:
+        """The queues whose rows the operation may write (None: any): its ``queue`` (or
+        ``name``) and that queue's DLQ. A transaction locks them first (``Tx.lock_queues``)."""
+        name = getattr(self, "queue", None) or getattr(self, "name", None)
+        return (name, rules.dlq_name(name)) if isinstance(name, str) else ()
 
     def key(self) -> Hashable | None:
         """Operations with the same key in one group commit run merged (None: alone)."""
@@ -147,6 +157,8 @@ class DirectWriter(Writer):
         start = time.perf_counter()
         try:
             with self._backend.write() as tx:
+                if not op.locks_first:
+                    tx.lock_queues(op.queues())
                 result = op.run(tx, self._clock())
                 if op.notify:  # other processes' waiters, at the commit (see Tx.notify)
                     tx.notify(op.notify)

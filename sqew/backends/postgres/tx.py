@@ -32,13 +32,19 @@ _INSERT_ONE = (
     "available_at, expires_at, lifo, traceparent, tracestate) "
     "VALUES (:q, :p, :pr, :a, 0, :e, :av, :x, :l, :tp, :ts) RETURNING id"
 )
-# The parameters of a ``NewMessage``'s fields, in its order.
 _COLUMNS = ("q", "p", "pr", "a", "e", "av", "x", "l", "tp", "ts")
 
 
 _NOTIFY = (
     f"SELECT pg_notify('{CHANNEL}', %(origin)s || ' ' || q) "
     "FROM unnest(CAST(%(qs)s AS TEXT[])) AS q"
+)
+
+
+_LOCK_ALL = "SELECT id FROM queues ORDER BY id FOR NO KEY UPDATE"
+_LOCK_NAMED = (
+    "SELECT id FROM queues WHERE name = ANY(CAST(:names AS TEXT[])) ORDER BY id "
+    "FOR NO KEY UPDATE"
 )
 
 
@@ -130,6 +136,17 @@ class PostgresTx(SqlTx):
         self._notify.clear()
         if not self.conn.closed and self.conn.info.transaction_status in _OPEN:
             self.conn.execute("ROLLBACK")
+
+    def lock_queues(self, names: Iterable[str] | None) -> None:
+        """``FOR NO KEY UPDATE`` (the lock an UPDATE of the counters takes; it leaves the
+        messages' foreign-key checks alone), taken in id order: ``ORDER BY`` runs before the
+        rows are locked."""
+        if names is None:
+            self.c.execute(_LOCK_ALL)
+            return
+        wanted = sorted(set(names))
+        if wanted:
+            self.c.execute(_LOCK_NAMED, {"names": wanted})
 
     def insert_messages(self, rows: Sequence[NewMessage]) -> list[int]:
         """One statement whatever the count; the ids sorted (a sequence draws them in the
