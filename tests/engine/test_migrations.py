@@ -23,7 +23,7 @@ from sqlalchemy import Engine, create_engine, pool, text
 
 import sqew
 from sqew import migrate
-from sqew.backends import schema
+from sqew.backends import revisions, schema
 from sqew.backends import sqlite as sqlite_backend
 
 from .support import SQEW_BIN, Procs, finish, sha256, wait_for
@@ -140,8 +140,8 @@ def test_migrated_indexes_equal_the_metadata_including_partial_predicates(
     assert any("WHERE" in sql for sql in migrated.index_sql().values())
 
 
-def test_the_sqlite_backends_schema_head_is_alembics_head() -> None:
-    assert migrate.head() == sqlite_backend.SCHEMA_HEAD
+def test_the_backends_schema_head_is_alembics_head() -> None:
+    assert migrate.head() == revisions.SCHEMA_HEAD == sqlite_backend.SCHEMA_HEAD
     assert migrate.head() in migrate.known_revisions()
 
 

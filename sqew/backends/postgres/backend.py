@@ -33,7 +33,7 @@ from sqew.backends.postgres import connection
 from sqew.backends.postgres.session import PostgresWriteSession
 from sqew.backends.postgres.tx import PostgresTx
 from sqew.backends.postgres.waiter import PostgresWaiter
-from sqew.backends.sqlite.backend import SCHEMA_HEAD
+from sqew.backends.revisions import SCHEMA_HEAD, check_known
 
 _MIGRATION_LOCK = "migrate"
 BEGIN_ATTEMPTS = 3
@@ -276,17 +276,7 @@ def _refuse(conn: psycopg.Connection[Any], rev: str | None, upgrade: bool) -> No
         ).fetchone() is not None:
             raise errors.Unavailable("the database has tables but is not a sqew database")
         return
-    from sqew import migrate
-
-    if rev not in migrate.known_revisions():
-        raise errors.Unavailable(
-            f"the database schema ({rev}) is newer than this sqew knows; upgrade sqew"
-        )
-    if not upgrade:
-        raise errors.Unavailable(
-            f"the database schema ({rev}) is older than this sqew's ({SCHEMA_HEAD}); "
-            "run `sqew db upgrade`"
-        )
+    check_known(rev, upgrade)
 
 
 def _traced_cursor(trace: Callable[[str], None]) -> type[psycopg.Cursor[Any]]:

@@ -13,7 +13,8 @@ One module per job:
 
 from __future__ import annotations
 
-from sqew.backends.sqlite.backend import SCHEMA_HEAD, SqliteBackend
+from sqew.backends.revisions import SCHEMA_HEAD
+from sqew.backends.sqlite.backend import SqliteBackend
 from sqew.backends.sqlite.session import SqliteWriteSession
 from sqew.backends.sqlite.tx import SqliteTx
 

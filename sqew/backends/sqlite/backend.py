@@ -18,17 +18,11 @@ from pathlib import Path
 from sqew import errors
 from sqew.backends.base import Backend, Lead, Tx, Waiter, WriteSession
 from sqew.backends.errors import translate
+from sqew.backends.revisions import SCHEMA_HEAD, check_known
 from sqew.backends.sqlite import connection, lockfile
 from sqew.backends.sqlite.session import SqliteWriteSession
 from sqew.backends.sqlite.tx import SqliteTx
 from sqew.backends.sqlite.waiter import SqliteWaiter
-
-SCHEMA_HEAD = "0004"
-"""The Alembic head revision this code writes (a test keeps it equal to Alembic's head).
-
-Known here so that opening an up-to-date database costs one query, without importing
-SQLAlchemy's engine or Alembic (a CLI command starts in a fraction of the time).
-"""
 
 
 class SqliteBackend(Backend):
@@ -240,17 +234,7 @@ def _refuse(path: Path, rev: str | None, upgrade: bool) -> None:
         if _has_tables(path):
             raise errors.Unavailable("the file is a SQLite database but not a sqew database")
         return
-    from sqew import migrate  # Alembic only when a schema must be checked
-
-    if rev not in migrate.known_revisions():
-        raise errors.Unavailable(
-            f"the database schema ({rev}) is newer than this sqew knows; upgrade sqew"
-        )
-    if not upgrade:
-        raise errors.Unavailable(
-            f"the database schema ({rev}) is older than this sqew's ({SCHEMA_HEAD}); "
-            "run `sqew db upgrade`"
-        )
+    check_known(rev, upgrade)
 
 
 def _has_tables(path: Path) -> bool:
