@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 import os
-import select
+import selectors
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -115,8 +115,16 @@ class PostgresWaiter(InProcessWaiter):
     def _listen(self, conn: psycopg.Connection[Any]) -> None:
         """Deliver notifications until stopped; raises when the connection is lost."""
         sock = conn.pgconn.socket
+        # A selector, not select.select: a server raises its descriptor limit and may hold
+        # thousands of connections, and select() refuses descriptors of 1024 and above.
+        with selectors.DefaultSelector() as selector:
+            selector.register(sock, selectors.EVENT_READ)
+            selector.register(self._stop_r, selectors.EVENT_READ)
+            self._deliver(conn, selector)
+
+    def _deliver(self, conn: psycopg.Connection[Any], selector: selectors.BaseSelector) -> None:
         while True:
-            ready, _, _ = select.select([sock, self._stop_r], [], [], HEALTH_CHECK_S)
+            ready = {key.fileobj for key, _ in selector.select(HEALTH_CHECK_S)}
             if self._stop_r in ready or self.closed:
                 return
             if not ready:
@@ -139,5 +147,7 @@ class PostgresWaiter(InProcessWaiter):
     def _stopped(self, timeout_s: float) -> bool:
         if self.closed:
             return True
-        ready, _, _ = select.select([self._stop_r], [], [], timeout_s)
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._stop_r, selectors.EVENT_READ)
+            ready = selector.select(timeout_s)
         return bool(ready) or self.closed
