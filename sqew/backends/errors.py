@@ -47,7 +47,11 @@ _PG_CLASSES: dict[str, tuple[type[errors.SqewError], str]] = {
     "55": (errors.Unavailable, "the database is busy; try again"),  # lock not available
     "XX": (errors.Unavailable, "the database reported an internal error (corruption?)"),
 }
+_PG_NUL = ("a text value (an attribute, an error text, a secret) holds a NUL character "
+           "(\\u0000), which PostgreSQL cannot store")
 _PG_CODES: dict[str, tuple[type[errors.SqewError], str]] = {
+    "22021": (errors.ValidationError, _PG_NUL),  # character not in repertoire
+    "22P05": (errors.ValidationError, _PG_NUL),  # untranslatable character (\u0000 in JSON)
     "25006": (errors.Unavailable, "the database is read-only (a standby?)"),
     "42501": (errors.Unavailable, "permission to the database is denied"),
 }
@@ -81,6 +85,8 @@ def _pg_translate(exc: BaseException) -> errors.SqewError | None:
     names = {cls.__name__ for cls in type(exc).__mro__}
     if names & {"OperationalError", "InterfaceError"}:  # connecting failed; connection lost
         return errors.Unavailable(_PG_DOWN)
+    if "DataError" in names:  # psycopg's own refusal to send a value: a text holding NUL
+        return errors.ValidationError(_PG_NUL)
     return None
 
 
