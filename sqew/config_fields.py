@@ -16,10 +16,10 @@ import sys
 import typing
 from pathlib import Path
 from typing import Any, NamedTuple
-from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
+from sqew import locations
 from sqew.config import ENV_PREFIX, Settings
 
 SCALARS: tuple[type[Any], ...] = (bool, int, float, str)
@@ -116,17 +116,9 @@ def text(value: Any) -> str:
 
 
 def hide_password(value: str) -> str:
-    """A URL's password replaced by ``***`` (``postgresql://u:***@h/db``); anything else as is."""
-    if "://" not in value:
-        return value
-    try:
-        parts = urlsplit(value)
-        if parts.password is None:
-            return value
-        host = parts.netloc.rsplit("@", 1)[1]
-        return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
-    except ValueError:
-        return value
+    """A URL's password replaced by ``***`` (``postgresql://u:***@h/db``, ``?password=***``);
+    anything else as is (``sqew.locations.shown``)."""
+    return locations.shown(value)
 
 
 def descriptions(doc: str) -> dict[str, str]:

@@ -7,7 +7,7 @@ keep before opening anything.
 from __future__ import annotations
 
 import os
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 SQLITE_URL = "sqlite:///"
 POSTGRES_SCHEMES = ("postgresql+psycopg://", "postgresql://")
@@ -35,16 +35,23 @@ def in_memory(path: str) -> bool:
 
 
 def shown(target: str | os.PathLike[str]) -> str:
-    """A target as shown to people: a URL's password, if any, replaced by ``***``."""
+    """A target as shown to people: a URL's password, in its user part or as a ``password``
+    query parameter (libpq's), replaced by ``***``; a path as it is."""
     text = os.fspath(target)
     if "://" not in text:
         return text
     try:
         parts = urlsplit(text)
         password = parts.password
+        query = parse_qsl(parts.query, keep_blank_values=True)
     except ValueError:
         return text.split("://", 1)[0] + "://…"
-    if password is None:
-        return text
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+    if password is None and not any(key == "password" for key, _ in query):
+        return text  # nothing to hide (and urlunsplit would drop an empty authority's //)
+    if password is not None:
+        host = parts.netloc.rsplit("@", 1)[1]
+        parts = parts._replace(netloc=f"{parts.username or ''}:***@{host}")
+    if any(key == "password" for key, _ in query):
+        hidden = [(k, "***" if k == "password" else v) for k, v in query]
+        parts = parts._replace(query=urlencode(hidden, safe="*"))
+    return urlunsplit(parts)

@@ -11,9 +11,7 @@ import ipaddress
 import os
 import ssl
 
-from sqlalchemy.engine import make_url
-
-from sqew import errors
+from sqew import errors, locations
 from sqew.backends import sqlite_path
 from sqew.config import Settings
 
@@ -135,7 +133,4 @@ def describe_db(target: str) -> str:
     path = sqlite_path(target)
     if path is not None:
         return os.path.abspath(path)
-    try:
-        return make_url(target).render_as_string(hide_password=True)
-    except Exception:  # not a URL SQLAlchemy knows; the backend has already accepted it
-        return target
+    return locations.shown(target)
