@@ -45,13 +45,21 @@ class QueueCollector(Collector):
     """Prometheus families of one reading of every queue's stats (label ``queue``).
 
     Args:
-        stats: ``QueueService.all_stats()`` (or ``Client``-side the same list).
+        stats: ``QueueService.all_stats()`` (or ``Client``-side the same list); None when the
+            database did not answer (only ``sqew_queue_metrics_up`` 0 is collected).
     """
 
-    def __init__(self, stats: Sequence[models.Stats]) -> None:
+    def __init__(self, stats: Sequence[models.Stats] | None) -> None:
         self._stats = stats
 
     def collect(self) -> Iterator[Metric]:
+        up = Metric("sqew_queue_metrics_up", "1 when this scrape read the queues' metrics from "
+                    "the database, 0 when the database did not answer (they are left out).",
+                    "gauge")
+        up.samples = [Sample("sqew_queue_metrics_up", {}, 0.0 if self._stats is None else 1.0)]
+        yield up
+        if self._stats is None:
+            return
         # Samples made directly, one label dict per queue shared by every family: with
         # thousands of queues, add_metric's per-sample work was a third of a scrape.
         labels = [{"queue": s.queue} for s in self._stats]
@@ -71,8 +79,9 @@ def add_build_info(registry: CollectorRegistry) -> None:
     )
 
 
-def render(stats: Sequence[models.Stats]) -> bytes:
-    """The text exposition of the queues' metrics only (``stats`` of every queue)."""
+def render(stats: Sequence[models.Stats] | None) -> bytes:
+    """The text exposition of the queues' metrics only (``stats`` of every queue; None: the
+    database did not answer, and only ``sqew_queue_metrics_up 0`` is shown)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(QueueCollector(stats))
     return generate_latest(registry)

@@ -253,11 +253,10 @@ class Metrics:
 
     def render(self, queues: Sequence[models.Stats] | None = None) -> bytes:
         """The Prometheus text exposition: state collectors, every process's events, and
-        ``queues`` (``QueueService.all_stats()``) when given."""
+        ``queues`` (``QueueService.all_stats()``; None: the database did not answer, shown as
+        ``sqew_queue_metrics_up 0``)."""
         body = generate_latest(_WithRequests(self.registry, self._workers))
-        if queues is not None:
-            body += queue_metrics.render(queues)
-        return body
+        return body + queue_metrics.render(queues)
 
 
 class _CountingSend:

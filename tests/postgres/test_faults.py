@@ -24,6 +24,7 @@ import pg_support
 import pgserver
 import pytest
 from cli_support import Server
+from prometheus_client.parser import text_string_to_metric_families
 
 import sqew
 from sqew.errors import SqewError
@@ -63,6 +64,7 @@ class Load:
     acked: Counter[int] = field(default_factory=Counter)  # payload number -> acks that took
     ack_statuses: Counter[str] = field(default_factory=Counter)
     ready: list[int] = field(default_factory=list)  # /readyz statuses in order
+    metrics_up: list[float] = field(default_factory=list)  # sqew_queue_metrics_up in order
     wrong: list[str] = field(default_factory=list)  # any other answer, hang or error
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -162,7 +164,23 @@ def _prober(url: str, load: Load, stop: threading.Event) -> None:
                     load.fail(f"readyz: {r.status_code} {r.text[:300]}")
                 with load.lock:
                     load.ready.append(r.status_code)
+            _scrape(http, load)
             stop.wait(0.05)  # a probe's pace, like a load balancer's
+
+
+def _scrape(http: httpx.Client, load: Load) -> None:
+    """/metrics answers during the outage too (the process's own metrics matter most then),
+    with ``sqew_queue_metrics_up`` 0 while the queues' figures cannot be read."""
+    r = _call(load, "metrics", lambda: http.get("/metrics"))
+    if r is None:
+        return
+    if r.status_code != 200:
+        load.fail(f"metrics: {r.status_code} {r.text[:300]}")
+        return
+    up = [s.value for f in text_string_to_metric_families(r.text)
+          if f.name == "sqew_queue_metrics_up" for s in f.samples]
+    with load.lock:
+        load.metrics_up.extend(up[:1] or [-1.0])
 
 
 def _until(what: str, condition: Callable[[], bool], load: Load) -> None:
@@ -219,6 +237,10 @@ def test_the_database_restarting_under_load(
     assert not load.wrong, load.wrong[:5]
     assert not any(t.is_alive() for t in threads)
     assert load.ready[0] == 200 and 503 in load.ready and load.ready[-1] == 200
+    # /metrics answered 200 throughout (a scrape that waited for a connection may have got
+    # one once the database was back, so a 0 is not always seen).
+    assert load.metrics_up[0] == 1.0 and load.metrics_up[-1] == 1.0, load.metrics_up
+    assert set(load.metrics_up) <= {0.0, 1.0}, load.metrics_up
 
     # Every message answered 201 is there: drain the queue (leases lost to the outage end
     # after visibility_ms and the messages come back).

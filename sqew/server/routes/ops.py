@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from litestar import Request, Response, get
@@ -9,6 +10,8 @@ from litestar import Request, Response, get
 from sqew import errors, models
 from sqew.server.metrics import CONTENT_TYPE
 from sqew.server.runtime import runtime
+
+log = logging.getLogger("sqew.server")
 
 Req = Request[Any, Any, Any]
 
@@ -49,7 +52,13 @@ async def readyz(request: Req) -> models.Readiness:
 async def metrics(request: Req) -> Response[bytes]:
     """Metrics in the Prometheus text format (docs/operations.md)."""
     rt = runtime(request)
-    queues = await rt.service.all_stats()
+    try:
+        queues: list[models.Stats] | None = list(await rt.service.all_stats())
+    except errors.Unavailable as exc:
+        # The process's own metrics (requests, refusals, the reaper) matter most during an
+        # outage: they are still served, and the queues' are marked missing.
+        log.warning("metrics without the queues' figures: %s", exc.message)
+        queues = None
     # Rendering thousands of samples takes milliseconds: on a thread, not on the loop.
     body = await rt.offload(lambda: rt.metrics.render(queues))
     return Response(content=body, media_type=CONTENT_TYPE)
