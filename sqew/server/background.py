@@ -24,9 +24,11 @@ Its metrics (``BackgroundMetrics``; with ``--workers N`` the scrape combines the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from sqew import errors
@@ -114,6 +116,7 @@ class Background:
         self._lead: Lead | None = None
         self._next_reap = 0.0  # (monotonic) when the leader reaps next
         self.metrics = BackgroundMetrics(rt.metrics)
+        self._failures = _Failures()
 
     @property
     def leader(self) -> bool:
@@ -141,14 +144,10 @@ class Background:
         interval = min(MAX_TICK_S, max(MIN_TICK_S, self._rt.settings.reap_interval_ms / 1000))
         while True:
             if self._reap:
-                try:
+                with self._failures.watch("reaping", event="reap"):
                     await self._lead_and_reap()
-                except Exception:  # keep going: a locked or closing database is retried later
-                    log.exception("reaping failed", extra={"event": "reap"})
-            try:
+            with self._failures.watch("measuring backpressure"):
                 await self._measure()
-            except Exception:
-                log.exception("measuring backpressure failed")
             await asyncio.sleep(interval)
 
     async def _lead_and_reap(self) -> None:
@@ -222,3 +221,30 @@ def _let_go(taking: asyncio.Future[Lead | None]) -> None:
         lead = taking.result()
         if lead is not None:
             lead.release()
+
+
+class _Failures:
+    """Logs a background task's failures once per outage, not once per tick: the first with
+    its traceback, the rest at debug level, and a line when the task works again (a database
+    down for a minute would otherwise log a traceback every second in every process)."""
+
+    def __init__(self) -> None:
+        self._failing: set[str] = set()
+
+    @contextlib.contextmanager
+    def watch(self, task: str, **extra: str) -> Iterator[None]:
+        """Run a tick of ``task``; keep going whatever it raises (retried next tick)."""
+        try:
+            yield
+        except Exception:
+            if task in self._failing:
+                log.debug("%s failed again", task, exc_info=True, extra=extra)
+            else:
+                self._failing.add(task)
+                log.exception("%s failed; retrying every tick, logged again once it works",
+                              task, extra=extra)
+            return
+        if task in self._failing:
+            self._failing.discard(task)
+            log.info("%s works again", task, extra=extra)
+
