@@ -624,11 +624,17 @@ def _tracing(bench: Bench, work: Path, logs: Path, template: Path, deep: int) ->
                     label, db, logs, traced=traced, sampled=sampled)))
             bench.warm(srv, [(script, args) for _, script, args in AUTH_WORKLOADS])
             servers.append((label, srv))
-        for _ in range(bench.rounds):
-            for label, srv in servers:
-                for workload, script, args in AUTH_WORKLOADS:
-                    depth = deep if workload == "poll+ack" else None
-                    bench.wrk(srv, label, workload, script, 16, *args, depth=depth)
+        _interleaved(bench, servers, deep)
+
+
+def _interleaved(bench: Bench, servers: list[tuple[str, Server]], deep: int) -> None:
+    """``AUTH_WORKLOADS`` at 16 connections on each server in turn, ``bench.rounds`` times
+    (rounds interleaved, so a slower moment of the machine falls on every server alike)."""
+    for _ in range(bench.rounds):
+        for label, srv in servers:
+            for workload, script, args in AUTH_WORKLOADS:
+                depth = deep if workload == "poll+ack" else None
+                bench.wrk(srv, label, workload, script, 16, *args, depth=depth)
 
 
 def _mint_admin_key(db: Path) -> str:
@@ -670,11 +676,7 @@ def _metrics(bench: Bench, work: Path, logs: Path, template: Path, deep: int) ->
                 label, db, logs, settings={"metrics": on})))
             bench.warm(srv, [(script, args) for _, script, args in AUTH_WORKLOADS])
             servers.append((label, srv))
-        for _ in range(bench.rounds):
-            for label, srv in servers:
-                for workload, script, args in AUTH_WORKLOADS:
-                    depth = deep if workload == "poll+ack" else None
-                    bench.wrk(srv, label, workload, script, 16, *args, depth=depth)
+        _interleaved(bench, servers, deep)
 
 
 SCRAPE_QUEUES = 1_000
