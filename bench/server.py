@@ -825,6 +825,21 @@ def ratio(name: str, num: Cell, den: Cell, bound: float | None, attr: str = "rps
                  num.valid and den.valid, ran=bool(num.runs and den.runs))
 
 
+def _on_off(bench: Bench, on_server: str, off_server: str, on: str, off: str,
+            bound: float | None) -> list[Check]:
+    """Enqueue and poll+ack at 16 connections on a server with a feature against one without:
+    the throughput ratio (``bound``: its target) and the server CPU per request."""
+    out: list[Check] = []
+    for workload in ("enqueue", "poll+ack"):
+        with_it = cell(bench, on_server, workload, 16)
+        if with_it.runs:
+            without = cell(bench, off_server, workload, 16)
+            out.append(ratio(f"{on} / {off}: {workload}, c=16", with_it, without, bound))
+            out.append(_cpu_per_request_ratio(f"{off} / {on}: server CPU per request, "
+                                              f"{workload}, c=16", without, with_it))
+    return out
+
+
 def checks(bench: Bench, deep: int) -> list[Check]:
     """Every target of the issue, computed from the runs."""
     out: list[Check] = []
@@ -896,20 +911,9 @@ def checks(bench: Bench, deep: int) -> list[Check]:
             if g.runs:
                 out.append(ratio(f"granian w2 / uvicorn w2: {workload}, c={c}", g,
                                  cell(bench, "sqew w2", workload, c), None))
-    for workload in ("enqueue", "poll+ack"):
-        on = cell(bench, "sqew auth on", workload, 16)
-        if on.runs:
-            off = cell(bench, "sqew auth off", workload, 16)
-            out.append(ratio(f"auth on / auth off: {workload}, c=16", on, off, 0.9))
-            out.append(_cpu_per_request_ratio(f"auth off / auth on: server CPU per request, "
-                                              f"{workload}, c=16", off, on))
-    for workload in ("enqueue", "poll+ack"):
-        on = cell(bench, "sqew metrics on", workload, 16)
-        if on.runs:
-            off = cell(bench, "sqew metrics off", workload, 16)
-            out.append(ratio(f"metrics on / metrics off: {workload}, c=16", on, off, 0.9))
-            out.append(_cpu_per_request_ratio(f"metrics off / metrics on: server CPU per "
-                                              f"request, {workload}, c=16", off, on))
+    out += _on_off(bench, "sqew auth on", "sqew auth off", "auth on", "auth off", 0.9)
+    out += _on_off(bench, "sqew metrics on", "sqew metrics off", "metrics on", "metrics off",
+                   0.9)
     if bench.scrapes_ms:
         out.append(Check(f"scrape /metrics with {SCRAPE_QUEUES:,} queues (median)",
                          statistics.median(bench.scrapes_ms), 100.0, False, True, " ms"))
@@ -917,14 +921,8 @@ def checks(bench: Bench, deep: int) -> list[Check]:
                          "on the machine)", statistics.median(bench.scrapes_cpu_ms), None,
                          False, True, " ms"))
     for server, bound in TRACING_BOUNDS.items():
-        for workload in ("enqueue", "poll+ack"):
-            on = cell(bench, server, workload, 16)
-            if on.runs:
-                off = cell(bench, "sqew tracing off", workload, 16)
-                name = server.removeprefix("sqew ")
-                out.append(ratio(f"{name} / tracing off: {workload}, c=16", on, off, bound))
-                out.append(_cpu_per_request_ratio(f"tracing off / {name}: server CPU per "
-                                                  f"request, {workload}, c=16", off, on))
+        out += _on_off(bench, server, "sqew tracing off", server.removeprefix("sqew "),
+                       "tracing off", bound)
     for c in (16, 64):
         out.append(ratio(f"wrk -t1 / -t2 on healthz, c={c}",
                          cell(bench, "sqew", "healthz -t1", c),
