@@ -39,15 +39,14 @@ from sqew.core import (
     signing,
     views,
     waiting,
+    writers,
 )
 from sqew.core.clock import Clock, system_clock
 from sqew.core.writer import (
     NO_OBSERVER,
-    DirectWriter,
     Offload,
     Op,
     WriteObserver,
-    Writer,
     inline,
 )
 
@@ -104,29 +103,19 @@ class QueueService:
         self.waiter = backend.waiter()
         self._rng = rng or random.Random()
         self._offload = offload
-        self._read_spans: Callable[[Callable[[], Any]], Callable[[], Any]] | None = None
-        self._direct = DirectWriter(backend, clock, self.waiter, observer)
-        self._writer: Writer = self._direct
         self.pressure: pressure.Pressure | None = None
         """The overload state (a server's group commit with ``backpressure``), else None."""
         if group_commit and backpressure is not None:
             self.pressure = pressure.Pressure(backpressure)
+        self._direct, self._writer = writers.choose(
+            backend, clock, self.waiter, group_commit=group_commit, offload=offload,
+            observer=observer, tracer=tracer, pressure=self.pressure)
+        self._read_spans: Callable[[Callable[[], Any]], Callable[[], Any]] | None = None
         if tracer is not None:
             from sqew.core import tracing
 
-            self._direct = tracing.TracedDirectWriter(
-                backend, clock, self.waiter, tracer, observer)
-            self._writer = self._direct
-            if group_commit:
-                self._writer = tracing.TracedGroupWriter(
-                    backend, clock, self.waiter, offload, tracer, observer, self.pressure)
             tracing.instrument(self, tracer)
             self._read_spans = functools.partial(tracing.read_span, tracer, backend)
-        elif group_commit:
-            from sqew.core.group_commit import GroupWriter
-
-            self._writer = GroupWriter(
-                backend, clock, self.waiter, offload, observer, self.pressure)
         self._reaps = maintenance.ReapSchedule(reap_interval_ms, when_due=reap_when_due)
 
     # --- running --------------------------------------------------------------------------------
