@@ -31,7 +31,12 @@ import sqew as sqew_lib
 def cli_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedServer]:
     """One ``sqew serve`` subprocess (access log on) for the session; stopped by PID at the end."""
     base = tmp_path_factory.mktemp("cli-server")
-    with serve(base / "shared.db", base, access_log=True) as server:
+    yield from _shared(base / "shared.db", base)
+
+
+def _shared(db: Path | str, base: Path, log: Path | None = None) -> Iterator[SharedServer]:
+    """A ``sqew serve`` subprocess on ``db`` (access log on) with the probe queue made."""
+    with serve(db, base, access_log=True, log=log) as server:
         client = sqew_lib.Client(server.url)
         try:
             client.create_queue(PROBE_QUEUE)
@@ -48,14 +53,7 @@ def cli_postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sh
     name = cluster.new_database()
     base = tmp_path_factory.mktemp("cli-pg-server")
     try:
-        with serve(cluster.url(name), base, access_log=True,
-                   log=base / "shared.serve.log") as server:
-            client = sqew_lib.Client(server.url)
-            try:
-                client.create_queue(PROBE_QUEUE)
-                yield SharedServer(server, client)
-            finally:
-                client.close()
+        yield from _shared(cluster.url(name), base, log=base / "shared.serve.log")
     finally:
         cluster.drop(name)
 
