@@ -95,28 +95,48 @@ class Tx(abc.ABC):
     def add_counters(self, queue_id: int, **deltas: int) -> None:
         """Add ``deltas`` to the named counter columns (depth, enqueued_total, …)."""
 
+    # --- the hot paths: one operation's writes each, one round trip where the backend can ----
+    # A backend may run one of these as a transaction of its own when it is the first
+    # statement of a transaction of one operation (``Backend.write``); the statements after it
+    # then begin a new one. So an operation calls one as its only write, or after a result
+    # that says nothing was written (``claim_by_name``'s leases to sweep).
     @abc.abstractmethod
-    def add_counters_by_name(self, name: str, **deltas: int) -> QueueRow | None:
-        """Add ``deltas`` to the counters of queue ``name``; the row after, or None.
+    def enqueue_plain(
+        self, name: str, count: int,
+        rows_for: Callable[[QueueLimits], Sequence[NewMessage]],
+    ) -> list[int] | None:
+        """Count ``count`` new messages on queue ``name`` and insert the rows that
+        ``rows_for`` builds from the queue's limits (it validates, and may raise: then the
+        caller rolls back); the new ids in order, or None if there is no such queue. Rows
+        fewer than ``count`` (requests refused on their own) are counted as inserted.
 
-        One statement for the ack hot path: look the queue up and count speculatively (the
-        caller corrects the counters for items that missed).
+        ``depth`` and the rate-limit bucket in the limits are current (after counting
+        ``count``) when the queue has a quota (``max_depth``, ``rate_limit_per_s``); without
+        one, a backend may pass limits it keeps from an earlier call, provided the statement
+        that counts and inserts checks they are still the queue's (``rows_for`` then runs
+        again with fresh ones when they are not).
         """
 
     @abc.abstractmethod
-    def get_queue_for_claim(self, name: str, now: int) -> tuple[QueueRow, bool] | None:
-        """The queue named ``name`` and whether any of its leases ended at or before ``now``.
-
-        One statement for the poll hot path: the queue, and whether leases must be swept
-        (``dead_letter_expired``, ``release_expired``) before a claim.
+    def claim_by_name(
+        self, name: str, now: int, limit: int, visibility_ms: int | None
+    ) -> tuple[QueueRow, list[MessageRow] | None] | None:
+        """Lease up to ``limit`` ready messages of queue ``name`` (``claim``) until ``now`` +
+        ``visibility_ms`` (the queue's own when None): the queue and the messages; None if
+        there is no such queue. When leases of the queue ended at or before ``now``, nothing
+        is claimed and the messages are None: the caller sweeps them first
+        (``dead_letter_expired``, ``release_expired``) and claims.
         """
 
     @abc.abstractmethod
-    def reserve(self, name: str, count: int) -> QueueLimits | None:
-        """Add ``count`` to depth and enqueued_total of queue ``name``; its limits after (depth
-        included), or None.
-
-        One statement for the enqueue hot path: look the queue up and count the new messages.
+    def ack_by_name(
+        self, name: str, items: Sequence[tuple[int, str]], now: int
+    ) -> tuple[QueueRow, list[bool | None]] | None:
+        """Acknowledge ``(id, token)`` items of queue ``name`` in order (``ack``: delete, or
+        archive on a queue that archives) and count them (``depth``, ``acked_total``): per
+        item True if acked, False if the message is there under another token (its lease
+        was lost), None if there is no such message (an item repeating an acked one
+        included); the queue (counters as before), or None if there is no such queue.
         """
 
     @abc.abstractmethod

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 
 from sqew.backends.base import MessageRow, NewMessage, QueueRow, Tx
 from sqew.backends.paramstyle import PyformatConnection
+from sqew.backends.sql_hot import HotStatements
 from sqew.backends.sql_keys import KeyStatements
 from sqew.backends.sql_queues import QueueStatements
 from sqew.backends.sql_scans import ScanStatements
@@ -37,7 +38,7 @@ LEASE_EXPIRED = "lease expired"
 """``last_error`` of a message dead-lettered because its last allowed lease ran out."""
 
 
-class SqlTx(QueueStatements, KeyStatements, ScanStatements, Tx):
+class SqlTx(HotStatements, QueueStatements, KeyStatements, ScanStatements, Tx):
     """The contract's statements on one DB-API connection inside an open transaction.
 
     Hooks a dialect overrides (the defaults are PostgreSQL's, which is also plain SQL):
@@ -173,13 +174,13 @@ class SqlTx(QueueStatements, KeyStatements, ScanStatements, Tx):
             {"q": queue_id, "now": now},
         )
 
-    def _ready_select(self, lifo: bool, cols: str, lock: str = "") -> str:
+    def _ready_select(self, lifo: bool, cols: str, lock: str = "", queue: str = ":q") -> str:
         # The literal `lifo = TRUE/FALSE` and `lease_expires_at IS NULL` match a partial claim
         # index; the unary `+` keeps the planner off the expiry index (a sort over the whole
         # queue).
         order = "priority DESC, id DESC" if lifo else "priority DESC, available_at, id"
         return (
-            f"SELECT {cols} FROM messages WHERE queue_id = :q AND lease_expires_at IS NULL "
+            f"SELECT {cols} FROM messages WHERE queue_id = {queue} AND lease_expires_at IS NULL "
             f"AND lifo = {self._bool(lifo)} AND available_at <= :now AND +expires_at > :now "
             f"ORDER BY {order} LIMIT :n{lock}"
         )
@@ -194,13 +195,7 @@ class SqlTx(QueueStatements, KeyStatements, ScanStatements, Tx):
             + f" RETURNING {_MSG_COLS}",
             {"q": queue_id, "now": now, "n": limit, "until": lease_until},
         )
-        out = [MessageRow._make(r) for r in rows]
-        if len(out) > 1:  # RETURNING has no order: restore delivery order
-            if lifo:
-                out.sort(key=lambda m: (-m.priority, -m.id))
-            else:
-                out.sort(key=lambda m: (-m.priority, m.available_at, m.id))
-        return out
+        return in_delivery_order([MessageRow._make(r) for r in rows], lifo)
 
     def ack(self, queue_id: int, msg_id: int, token: str, archive: bool, now: int) -> bool:
         params = {"id": msg_id, "q": queue_id, "t": token, "now": now}
@@ -375,6 +370,16 @@ class SqlTx(QueueStatements, KeyStatements, ScanStatements, Tx):
             "WHERE queue_id = :q ORDER BY id LIMIT :n) AS head WHERE acked_at <= :before)",
             {"q": queue_id, "before": acked_before, "n": limit},
         )
+
+
+def in_delivery_order(rows: list[MessageRow], lifo: bool) -> list[MessageRow]:
+    """Claimed ``rows`` sorted as the claim picked them (RETURNING has no order)."""
+    if len(rows) > 1:
+        if lifo:
+            rows.sort(key=lambda m: (-m.priority, -m.id))
+        else:
+            rows.sort(key=lambda m: (-m.priority, m.available_at, m.id))
+    return rows
 
 
 @functools.lru_cache(maxsize=INSERT_CHUNK)

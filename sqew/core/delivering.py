@@ -111,16 +111,16 @@ def claim(
 ) -> tuple[Leased, int | None, str | None]:
     """Lease up to ``batch`` messages of ``queue``; when the next is due (if asked and none
     was ready); the DLQ's name if ended last leases moved there on the way."""
-    found = tx.get_queue_for_claim(queue, now)
+    found = tx.claim_by_name(queue, now, batch, visibility_ms)
     if found is None:
         raise errors.queue_not_found(queue)
-    q, expired_leases = found
+    q, rows = found
     dlq = None
-    if expired_leases:  # expiring waits for message rows: the queue's rows first
+    if rows is None:  # leases ended: sweep them (the queue's rows first), then claim
         tx.lock_queues((q.name, rules.dlq_name(q.name)))
         dlq = expire_leases(tx, q, now)
-    vis = q.visibility_ms if visibility_ms is None else visibility_ms
-    rows = tx.claim(q.id, bool(q.lifo), now, batch, now + vis)
+        vis = q.visibility_ms if visibility_ms is None else visibility_ms
+        rows = tx.claim(q.id, bool(q.lifo), now, batch, now + vis)
     due = tx.next_due(q.id, now) if want_due and not rows else None
     return [views.leased(r, q) for r in rows], due, dlq
 
@@ -129,7 +129,7 @@ class Ack(Op[ItemResults]):
     """Acknowledge ``(id, token)`` items: ``acked`` / ``lease_lost`` / ``not_found`` each."""
 
     __slots__ = ("items", "queue")
-    locks_first = True  # the counters first (``add_counters_by_name``), then the messages
+    locks_first = True  # the counters first (``Tx.ack_by_name``), then the messages
 
     def __init__(self, queue: str, items: Sequence[tuple[int, str]]) -> None:
         self.queue = queue
@@ -151,25 +151,19 @@ def ack(
     tx: Tx, queue: str, requests: Sequence[Sequence[tuple[int, str]]], now: int
 ) -> list[ItemResults]:
     """Acknowledge each request's items, in order."""
-    # Count every item as acked in the statement that finds the queue (acks rarely miss),
-    # then take the misses back.
-    n = sum(len(items) for items in requests)
-    q = tx.add_counters_by_name(queue, depth=-n, acked_total=n)
-    if q is None:
+    found = tx.ack_by_name(queue, [item for items in requests for item in items], now)
+    if found is None:
         raise errors.queue_not_found(queue)
-    missed = 0
-    results: list[ItemResults] = []
-    for items in requests:
-        out: ItemResults = []
-        for msg_id, token in items:
-            if tx.ack(q.id, msg_id, token, bool(q.archive), now):
-                out.append(models.ItemResult(msg_id, "acked"))
-            else:
-                missed += 1
-                out.append(models.ItemResult(msg_id, _miss(tx, q, msg_id)))
-        results.append(out)
-    tx.add_counters(q.id, depth=missed, acked_total=-missed)  # skips a zero delta
-    return results
+    outcomes = iter(found[1])
+    return [
+        [models.ItemResult(msg_id, _ACK_RESULT[next(outcomes)]) for msg_id, _ in items]
+        for items in requests
+    ]
+
+
+_ACK_RESULT: dict[bool | None, str] = {
+    True: "acked", False: "lease_lost", None: "not_found",
+}
 
 
 class Nack(Op[ItemResults]):

@@ -1,9 +1,9 @@
 """Producing: the enqueue operation (validation, idempotency, quotas, rows).
 
-A plain enqueue (no idempotency key) finds and counts its queue in one statement and inserts
-its rows in one more; plain enqueues to one queue in one group commit merge into one counting
-statement and one multi-row insert. Each request is still validated, checked against its
-queue's HMAC secret, admitted by the quotas and failed on its own.
+A plain enqueue (no idempotency key) finds and counts its queue and inserts its rows through
+``Tx.enqueue_plain`` (two statements on SQLite, one on PostgreSQL); plain enqueues to one
+queue in one group commit merge into one such call. Each request is still validated, checked
+against its queue's HMAC secret, admitted by the quotas and failed on its own.
 """
 
 from __future__ import annotations
@@ -61,11 +61,16 @@ class Enqueue(Op[Results]):
             q = queue_row(tx, self.queue)
             self.check(tx, q.hmac_secret, now)
             return insert(tx, q, self.messages, now)
-        limits = tx.reserve(self.queue, len(self.messages))  # find the queue, count the batch
-        if limits is None:
+        def rows_for(q: QueueLimits) -> list[NewMessage]:
+            self.check(tx, q.hmac_secret, now)
+            rows = [_row(q, m, i, now) for i, m in enumerate(self.messages)]
+            admit(tx, q, len(rows), q.depth - len(rows), now)
+            return rows
+
+        ids = tx.enqueue_plain(self.queue, len(self.messages), rows_for)
+        if ids is None:
             raise errors.queue_not_found(self.queue)
-        self.check(tx, limits.hmac_secret, now)
-        return insert_reserved(tx, limits, self.messages, now)
+        return [models.EnqueueResult(i, False) for i in ids]
 
     def check(self, tx: Tx, secret: str | None, now: int) -> None:
         """Raise ``InvalidSignature`` unless the enqueue is unchecked or its proof holds.
@@ -90,31 +95,36 @@ class Enqueue(Op[Results]):
         """Plain enqueues to one queue: one reservation and one insert for all."""
         parts: list[Enqueue] = list(ops)
         queue = parts[0].queue
-        total = sum(len(p.messages) for p in parts)
-        q = tx.reserve(queue, total)
-        if q is None:
-            raise errors.queue_not_found(queue)
-        if q.max_depth or q.rate_limit_per_s:  # quotas admit request by request, in order
-            tx.add_counters(q.id, depth=-total, enqueued_total=-total)
-            return [_alone(tx, q, p, now) for p in parts]
         outcomes: list[Outcome] = []
-        rows: list[NewMessage] = []
         spans: list[tuple[int, int] | None] = []
-        for p in parts:
-            try:  # a bad signature or message fails its own request only
-                p.check(tx, q.hmac_secret, now)
-                part = [_row(q, m, i, now) for i, m in enumerate(p.messages)]
-            except errors.SqewError as exc:
-                outcomes.append((False, exc))
-                spans.append(None)
-                continue
-            outcomes.append((True, None))
-            spans.append((len(rows), len(part)))
-            rows.extend(part)
-        if len(rows) < total:
-            missing = total - len(rows)
-            tx.add_counters(q.id, depth=-missing, enqueued_total=-missing)
-        ids = tx.insert_messages(rows) if rows else []
+        quotas: list[QueueLimits] = []
+
+        def rows_for(q: QueueLimits) -> list[NewMessage]:  # (may run twice: starts afresh)
+            outcomes.clear()
+            spans.clear()
+            if q.max_depth or q.rate_limit_per_s:  # quotas admit request by request, below
+                quotas.append(q)
+                return []
+            rows: list[NewMessage] = []
+            for p in parts:
+                try:  # a bad signature or message fails its own request only
+                    p.check(tx, q.hmac_secret, now)
+                    part = [_row(q, m, i, now) for i, m in enumerate(p.messages)]
+                except errors.SqewError as exc:
+                    outcomes.append((False, exc))
+                    spans.append(None)
+                    continue
+                outcomes.append((True, None))
+                spans.append((len(rows), len(part)))
+                rows.extend(part)
+            return rows
+
+        total = sum(len(p.messages) for p in parts)
+        ids = tx.enqueue_plain(queue, total, rows_for)
+        if ids is None:
+            raise errors.queue_not_found(queue)
+        if quotas:
+            return [_alone(tx, quotas[-1], p, now) for p in parts]
         for index, span in enumerate(spans):
             if span is not None:
                 start, count = span
@@ -131,16 +141,6 @@ def _alone(tx: Tx, q: QueueLimits, op: Enqueue, now: int) -> Outcome:
             return True, insert(tx, queue_row(tx, op.queue), op.messages, now)
     except errors.SqewError as exc:
         return False, exc
-
-
-def insert_reserved(
-    tx: Tx, q: QueueLimits, messages: Sequence[models.MessageIn], now: int
-) -> Results:
-    """Insert plain ``messages`` (no idempotency keys) into ``q``, whose counters
-    (``Tx.reserve``) already count them."""
-    rows = [_row(q, m, i, now) for i, m in enumerate(messages)]
-    admit(tx, q, len(rows), q.depth - len(rows), now)
-    return [models.EnqueueResult(i, False) for i in tx.insert_messages(rows)]
 
 
 def insert(tx: Tx, q: QueueRow, messages: Sequence[models.MessageIn], now: int) -> Results:

@@ -80,8 +80,11 @@ def test_a_write_aborted_by_a_deadlock_runs_again_and_commits(
             thread = threading.Thread(target=run)
             thread.start()
             deadline = time.monotonic() + 20
-            while watch.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone() \
-                    == (0,):  # the op holds a and waits for b
+            # (pg_locks is the whole server's: other tests' waits are in other databases)
+            while watch.execute(
+                "SELECT count(*) FROM pg_locks WHERE NOT granted AND pid IN "
+                "(SELECT pid FROM pg_stat_activity WHERE datname = current_database())"
+            ).fetchone() == (0,):  # the op holds a and waits for b
                 assert time.monotonic() < deadline, "the write never waited for the lock"
                 time.sleep(0.01)
             # Now b's holder wants a: a cycle. PostgreSQL aborts the op's transaction, whose

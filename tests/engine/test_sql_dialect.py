@@ -142,6 +142,7 @@ def every_statement(calls: Calls) -> None:
     tx.dead_letter(b.id, dlq, now, None, "q")
     with tx.savepoint():
         assert tx.get_queue_for_claim("q", now + 10)[1]
+        assert tx.claim_by_name("q", now + 10, 1, None) == (tx.get_queue("q"), None)
     assert tx.dead_letter_expired(qid, now + 10, 1, dlq, "q") == 1  # c
     assert tx.release_expired(qid, now + 100) == 1  # d
     assert [m.origin_queue for m in tx.list_messages(dlq_id, 0, 10)] == ["q", "q"]
@@ -159,6 +160,18 @@ def every_statement(calls: Calls) -> None:
     assert tx.reap_archive(qid, now, 10) == 0
     assert not tx.delete_message(qid, a.id)
     assert tx.purge(qid) == 0
+    assert tx.enqueue_plain("none", 1, lambda limits: []) is None
+    assert tx.claim_by_name("none", now, 1, None) is None
+    assert tx.ack_by_name("none", [(1, "t")], now) is None
+    depth = tx.get_queue("q").depth
+    row = (qid, '"n"', 0, None, now, now, now + 10_000, False, None, None)
+    (new_id,) = tx.enqueue_plain("q", 2, lambda limits: [row])  # one refused: not counted
+    assert tx.get_queue("q").depth == depth + 1
+    got_q, (m,) = tx.claim_by_name("q", now, 5, 7)
+    assert (got_q.id, m.id, m.lease_expires_at) == (qid, new_id, now + 7)
+    assert tx.ack_by_name("q", [(m.id, "other"), (m.id, m.token), (m.id, m.token)], now)[1] \
+        == [False, True, None]  # lease lost; acked; no such message any more
+    assert tx.get_queue("q").depth == depth
     tx.delete_queue(qid)
     assert tx.list_queues() == []
     assert not tx.any_key()

@@ -2,11 +2,13 @@
 processes (``sqew serve`` replicas, CLIs, embedded Clients).
 
 Transactions run on connections of a pool (``psycopg_pool``; limits in ``connection``), in
-autocommit mode with an explicit ``BEGIN``: writes at READ COMMITTED (claims lock their rows
-``FOR UPDATE SKIP LOCKED``; enqueues, acks and nacks lock their queue's row, so the counters
-and quotas of one queue change one transaction at a time), reads in a REPEATABLE READ READ
-ONLY snapshot. A statement's failure aborts the transaction but keeps it open, and ``COMMIT``
-of an aborted transaction only rolls back: a commit checks first.
+autocommit mode with an explicit ``BEGIN``, sent with the first statement (a transaction of
+one operation whose only write is a hot path's statement needs none: ``PostgresTx``). Writes
+run at READ COMMITTED (claims lock their rows ``FOR UPDATE SKIP LOCKED``; enqueues, acks and
+nacks lock their queue's row, so the counters and quotas of one queue change one transaction
+at a time), reads in a REPEATABLE READ READ ONLY snapshot. A statement's failure aborts the
+transaction but keeps it open, and ``COMMIT`` of an aborted transaction only rolls back: a
+commit checks first.
 
 Opening checks the schema like SQLite's: an empty database gets the schema (one process at
 a time, under an advisory lock), an older one needs ``sqew db upgrade``, a newer one or a
@@ -30,14 +32,13 @@ from sqew import errors, locations
 from sqew.backends.base import Backend, Lead, Tx, Waiter, WriteSession
 from sqew.backends.errors import translate
 from sqew.backends.postgres import connection
+from sqew.backends.postgres.hot import Limits
 from sqew.backends.postgres.session import PostgresWriteSession
 from sqew.backends.postgres.tx import PostgresTx
 from sqew.backends.postgres.waiter import PostgresWaiter
 from sqew.backends.revisions import SCHEMA_HEAD, check_known
 
 _MIGRATION_LOCK = "migrate"
-BEGIN_ATTEMPTS = 3
-"""Pooled connections tried for a transaction before giving up (dead ones are dropped)."""
 _OPEN = (TransactionStatus.INTRANS, TransactionStatus.INERROR)
 
 
@@ -75,6 +76,7 @@ class PostgresBackend(Backend):
             raise errors.ValidationError(f"not a valid PostgreSQL URL: '{self.shown}'") from None
         self._trace = trace
         self._origin = secrets.token_hex(8)  # this process's mark on its notifications
+        self._limits = Limits()  # what the hot paths remember of the queues (PostgresHot)
         self._closed = False
         self._prepare(upgrade)
         self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
@@ -131,16 +133,19 @@ class PostgresBackend(Backend):
 
     # --- transactions ---------------------------------------------------------------------------
     def write(self) -> AbstractContextManager[Tx]:
-        return self._transaction("BEGIN")
+        return self._transaction("BEGIN", solo=True)  # (the writers run one op in it)
 
     def read(self) -> AbstractContextManager[Tx]:
-        return self._transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        return self._transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", solo=False)
 
     @contextmanager
-    def _transaction(self, begin: str) -> Iterator[Tx]:
-        conn = self._begin(begin)
+    def _transaction(self, begin: str, *, solo: bool) -> Iterator[Tx]:
+        """A transaction on a pooled connection; ``BEGIN`` goes out with its first statement
+        (``PostgresTx.start``), so a transaction costs no round trip of its own."""
+        conn = self._checkout()
         try:
-            tx = PostgresTx(conn, self._origin)
+            tx = PostgresTx(conn, self._origin, self._limits, solo=solo)
+            tx.start(begin)
             try:
                 yield tx
             except BaseException:
@@ -153,28 +158,24 @@ class PostgresBackend(Backend):
         finally:
             self._pool.putconn(conn)
 
-    def _begin(self, begin: str) -> psycopg.Connection[Any]:
-        """A pooled connection in a new transaction. A connection the pool kept while the
-        database restarted is dead: it is dropped and another tried (nothing ran on it)."""
-        for attempt in range(BEGIN_ATTEMPTS):
+    def _checkout(self) -> psycopg.Connection[Any]:
+        """A pooled connection that looks alive. One the pool kept while the database
+        restarted is dead: it is closed (the pool replaces it) and another taken."""
+        for _ in range(connection.POOL_MAX + 1):
             if self._closed:
                 raise errors.Unavailable("the database is closed")
             try:
                 conn = self._pool.getconn()
             except psycopg.Error as exc:
                 raise translate(exc) from exc
-            try:
-                conn.execute(begin)
-            except psycopg.Error as exc:
-                self._pool.putconn(conn)
-                if not conn.broken or attempt == BEGIN_ATTEMPTS - 1:
-                    raise translate(exc) from exc
-                continue
-            return conn
-        raise AssertionError("unreachable")
+            if not connection.closed_by_server(conn):
+                return conn
+            conn.close()
+            self._pool.putconn(conn)
+        raise errors.Unavailable("the database closed every connection")
 
     def write_session(self) -> WriteSession:
-        return PostgresWriteSession(self._connect, self._origin)
+        return PostgresWriteSession(self._connect, self._origin, self._limits)
 
     def waiter(self) -> Waiter:
         return PostgresWaiter(self._connect, self._origin)

@@ -18,6 +18,7 @@ import psycopg
 from sqew import errors
 from sqew.backends.base import Offload, WriteSession
 from sqew.backends.errors import translate
+from sqew.backends.postgres.hot import Limits
 from sqew.backends.postgres.tx import PostgresTx
 
 
@@ -27,11 +28,14 @@ class PostgresWriteSession(WriteSession):
     Args:
         connect: opens a new connection (autocommit mode).
         origin: this process's mark on its notifications (``PostgresTx``).
+        limits: what the backend's hot paths remember of its queues (``PostgresTx``).
     """
 
-    def __init__(self, connect: Callable[[], psycopg.Connection[Any]], origin: str) -> None:
+    def __init__(self, connect: Callable[[], psycopg.Connection[Any]], origin: str,
+                 limits: Limits) -> None:
         self._connect = connect
         self._origin = origin
+        self._limits = limits
         self._conn: psycopg.Connection[Any] | None = None
         self._closed = False
         self.tx: PostgresTx = self._open()
@@ -42,7 +46,7 @@ class PostgresWriteSession(WriteSession):
         except psycopg.Error as exc:
             raise translate(exc) from exc
         self._conn = conn
-        self.tx = PostgresTx(conn, self._origin)
+        self.tx = PostgresTx(conn, self._origin, self._limits)
         return self.tx
 
     async def begin(self, offload: Offload) -> None:

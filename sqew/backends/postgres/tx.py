@@ -12,6 +12,7 @@ from sqew import errors
 from sqew.backends.base import NewMessage
 from sqew.backends.paramstyle import PyformatConnection
 from sqew.backends.postgres.connection import CHANNEL
+from sqew.backends.postgres.hot import Limits, PostgresHot
 from sqew.backends.sql import SqlTx
 
 _OPEN = (TransactionStatus.INTRANS, TransactionStatus.INERROR)
@@ -65,6 +66,16 @@ class _Statements(PyformatConnection):
             cursor = super().execute(sql, params)
         return cursor
 
+    def execute_pyformat(self, sql: str, params: Any) -> Any:
+        """``execute`` of a statement written with ``%(name)s`` parameters already."""
+        begin, self.begin = self.begin, None
+        if begin is None:
+            return self.conn.execute(sql, params)
+        with self.conn.pipeline():
+            self.conn.execute(begin)
+            cursor = self.conn.execute(sql, params)
+        return cursor
+
     def executemany(self, sql: str, rows: Sequence[Any]) -> Any:
         begin, self.begin = self.begin, None
         if begin is not None:
@@ -72,30 +83,49 @@ class _Statements(PyformatConnection):
         return super().executemany(sql, rows)
 
 
-class PostgresTx(SqlTx):
+class PostgresTx(PostgresHot, SqlTx):
     """``SqlTx`` on a psycopg connection (autocommit mode, inside a ``BEGIN``).
 
     The hooks' defaults are PostgreSQL's already (``TRUE``/``FALSE``, a token from
     ``gen_random_uuid()``, claims ``FOR UPDATE SKIP LOCKED``); psycopg takes ``%(name)s``.
     Round trips are saved at both ends of a transaction: ``start`` leaves ``BEGIN`` to go out
-    with the first statement, and ``commit`` sends the notifications with ``COMMIT``.
+    with the first statement, and ``commit`` sends the notifications with ``COMMIT``. In a
+    transaction of one operation (``solo``), a hot path's statement sent first goes without
+    ``BEGIN``: a transaction by itself, one round trip (``PostgresHot``).
     """
 
     PARAMSTYLE = "pyformat"
 
-    def __init__(self, conn: Any, origin: str) -> None:
+    def __init__(self, conn: Any, origin: str, limits: Limits, *, solo: bool = False) -> None:
         """``origin``: the sending process's mark on its notifications (its own waiter has
-        woken its waits already and skips them)."""
+        woken its waits already and skips them); ``limits``: what the backend's hot paths
+        remember of its queues; ``solo``: the transaction runs one operation
+        (``Backend.write``), not a group commit's many."""
         super().__init__(conn)
         self.conn = conn
         self.origin = origin
+        self.limits = limits
+        self.solo = solo
         self.c: _Statements = _Statements(conn)
         self._notify: set[str] = set()
+        self.notified: set[str] = set()
+        """Queues whose notification a statement that ran alone committed already."""
+        self.ran_alone = False
 
     def start(self, begin: str = "BEGIN") -> None:
         """Open a transaction: ``begin`` is sent with the first statement."""
         self._notify.clear()
+        self.notified.clear()
         self.c.begin = begin
+
+    def _solo(self, sql: str, params: dict[str, Any]) -> Any:
+        """Run a hot path's statement (``%(name)s`` parameters): as a transaction of its own
+        when it is the first of a ``solo`` transaction (``BEGIN`` then goes out with the next
+        statement, if any; ``ran_alone`` says which), in the open transaction otherwise."""
+        self.ran_alone = self.solo and self.c.begin is not None
+        if self.ran_alone:
+            return self.conn.execute(sql, params)
+        return self.c.execute_pyformat(sql, params)
 
     @property
     def open(self) -> bool:
@@ -117,14 +147,15 @@ class PostgresTx(SqlTx):
         """Commit: the notifications (payload ``"<origin> <queue>"``; a queue name has no
         spaces) and ``COMMIT`` in one round trip. An aborted transaction is rolled back and
         reported, never "committed" (PostgreSQL would answer its COMMIT with a rollback)."""
-        if self.c.begin is not None:  # nothing was sent: nothing to commit
+        queues, self._notify = sorted(self._notify - self.notified), set()
+        if self.c.begin is not None:  # nothing was sent (or a solo statement committed)
             self.c.begin = None
-            self._notify.clear()
+            if queues:
+                self.conn.execute(_NOTIFY, {"origin": self.origin, "qs": queues})
             return
         if self.conn.info.transaction_status == TransactionStatus.INERROR:
             self.rollback()
             raise errors.InternalError("a statement of the transaction failed")
-        queues, self._notify = sorted(self._notify), set()
         with self.conn.pipeline():
             if queues:
                 self.conn.execute(_NOTIFY, {"origin": self.origin, "qs": queues})

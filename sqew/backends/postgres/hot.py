@@ -1,0 +1,232 @@
+"""The hot paths on PostgreSQL: an enqueue, a claim and an ack in one statement each.
+
+``SqlTx`` composes each of two or three statements (``sqew.backends.sql_hot``); here every
+one is a single statement with data-modifying CTEs, so a transaction of one operation is one
+round trip (``PostgresTx.solo``: sent without ``BEGIN``, it commits by itself).
+
+- **Enqueue** builds its rows from the queue's limits kept from an earlier enqueue (``Limits``,
+  per backend, i.e. per process), and its statement counts and inserts only if the queue row
+  still has them (same id, same settings, no quota): otherwise it writes nothing, and the
+  enqueue runs again on the queue's current limits (``SqlTx``'s way, which refreshes them). A
+  queue with a quota always goes that way: admitting needs its current depth and bucket.
+- **Claim** reads the queue and claims in one statement, unless leases of the queue ended
+  (then it claims nothing and says so); it assumes the queue's order (FIFO unless this
+  process saw it LIFO) and claims again in the other when the queue says it was wrong.
+- **Ack** locks the queue's row first (the lock order of every write), deletes (or archives)
+  the messages and counts them, and reads which of the rest exist.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from sqew.backends.base import MessageRow, NewMessage, QueueLimits, QueueRow
+from sqew.backends.postgres.connection import CHANNEL
+from sqew.backends.sql import in_delivery_order
+
+_QUEUE_COLS = ", ".join(QueueRow._fields)
+_MSG_COLS = ", ".join(MessageRow._fields)
+_NQ = len(QueueRow._fields)
+
+def _enqueue_sql(rows: str) -> str:
+    """Count and insert ``rows`` (a ``SELECT`` list of the new rows' values, ``FROM q``
+    and more), provided the queue row has the limits the rows were built with."""
+    return (
+        "WITH q AS (UPDATE queues SET depth = depth + %(n)s, "
+        "enqueued_total = enqueued_total + %(n)s "
+        "WHERE name = %(name)s AND id = %(id)s AND max_payload_bytes = %(mpb)s "
+        "AND retention_ms = %(ret)s AND lifo = %(lifo)s AND max_depth = 0 "
+        "AND rate_limit_per_s = 0 AND hmac_secret IS NOT DISTINCT FROM %(secret)s "
+        "RETURNING id), "
+        "ins AS (INSERT INTO messages (queue_id, payload, priority, attributes, attempts, "
+        "enqueued_at, available_at, expires_at, lifo, traceparent, tracestate) "
+        f"SELECT q.id, {rows} RETURNING id), "
+        f"note AS (SELECT pg_notify('{CHANNEL}', %(note)s) FROM q) "
+        "SELECT ins.id FROM ins, note"
+    )
+
+
+# One row: its values as parameters. More: as one JSON array of arrays (msgspec writes it in
+# C; psycopg's own adaptation of a list costs more per value than the statement does).
+_ENQUEUE_ONE = _enqueue_sql(
+    "%(p)s, %(pr)s, %(a)s, 0, %(e)s, %(av)s, %(x)s, %(l)s, %(tp)s, %(ts)s FROM q"
+)
+_ENQUEUE_MANY = _enqueue_sql(
+    "r->>0, CAST(r->>1 AS INT), r->>2, 0, CAST(r->>3 AS BIGINT), CAST(r->>4 AS BIGINT), "
+    "CAST(r->>5 AS BIGINT), CAST(r->>6 AS BOOLEAN), r->>7, r->>8 "
+    "FROM q, json_array_elements(CAST(%(rows)s AS JSON)) AS r"
+)
+_ROW_COLUMNS = ("p", "pr", "a", "e", "av", "x", "l", "tp", "ts")  # NewMessage[1:]
+_encode_rows = msgspec.json.Encoder().encode
+
+_ACK = (
+    f"WITH q AS MATERIALIZED (SELECT {_QUEUE_COLS} FROM queues WHERE name = %(name)s "
+    "FOR NO KEY UPDATE), "
+    # The ids are the one index condition: the unary `+` keeps the planner off the indexes
+    # that lead with queue_id (without statistics, a fresh table's, it would read every
+    # message of the queue), and a generic plan (a prepared statement's) that joins the
+    # pairs instead reads every message too.
+    "d AS (DELETE FROM messages m WHERE m.id = ANY(CAST(%(ids)s AS BIGINT[])) "
+    "AND +m.queue_id = (SELECT id FROM q) AND (m.id, m.token) IN (SELECT * FROM "
+    "unnest(CAST(%(ids)s AS BIGINT[]), CAST(%(tokens)s AS TEXT[]))) "
+    "RETURNING m.id, m.token, m.queue_id, m.payload, m.priority, "
+    "m.attributes, m.attempts, m.enqueued_at, m.last_error, m.traceparent, m.tracestate), "
+    "arch AS (INSERT INTO archive (id, queue_id, payload, priority, attributes, attempts, "
+    "enqueued_at, acked_at, last_error, traceparent, tracestate) SELECT d.id, d.queue_id, "
+    "d.payload, d.priority, d.attributes, d.attempts, d.enqueued_at, %(now)s, d.last_error, "
+    "d.traceparent, d.tracestate FROM d, q WHERE q.archive), "
+    "k AS (SELECT count(*) AS n FROM d), "
+    "counted AS (UPDATE queues SET depth = queues.depth - k.n, "
+    "acked_total = queues.acked_total + k.n FROM q, k WHERE queues.id = q.id AND k.n > 0) "
+    f"SELECT {', '.join('q.' + c for c in QueueRow._fields)}, "
+    "ARRAY(SELECT d.id || ' ' || d.token FROM d), "
+    "ARRAY(SELECT m.id FROM messages m WHERE m.id = ANY(CAST(%(ids)s AS BIGINT[])) "
+    "AND +m.queue_id = q.id) FROM q"
+)
+
+
+def _claim_sql(lifo: bool) -> str:
+    """The claim of a queue assumed FIFO (``lifo`` False) or LIFO; it claims nothing when the
+    queue is not, or when leases of it ended (``ended``)."""
+    literal = "TRUE" if lifo else "FALSE"
+    order = "priority DESC, id DESC" if lifo else "priority DESC, available_at, id"
+    return (
+        f"WITH q AS MATERIALIZED (SELECT {_QUEUE_COLS}, EXISTS (SELECT 1 FROM messages m "
+        "WHERE m.queue_id = queues.id AND m.lease_expires_at IS NOT NULL "
+        "AND m.lease_expires_at <= %(now)s) AS ended FROM queues WHERE name = %(name)s), "
+        "c AS (UPDATE messages SET lease_expires_at = %(now)s + "
+        "COALESCE(CAST(%(vis)s AS BIGINT), (SELECT visibility_ms FROM q)), "
+        "token = replace(CAST(gen_random_uuid() AS TEXT), '-', ''), attempts = attempts + 1 "
+        "WHERE id = ANY(ARRAY(SELECT id FROM messages WHERE queue_id = "
+        f"(SELECT id FROM q WHERE NOT ended AND lifo = {literal}) "
+        f"AND lease_expires_at IS NULL AND lifo = {literal} AND available_at <= %(now)s "
+        f"AND +expires_at > %(now)s ORDER BY {order} LIMIT %(n)s FOR UPDATE SKIP LOCKED)) "
+        f"RETURNING {_MSG_COLS}) "
+        f"SELECT {', '.join('q.' + c for c in QueueRow._fields)}, q.ended, "
+        f"{', '.join('c.' + c for c in MessageRow._fields)} FROM q LEFT JOIN c ON TRUE"
+    )
+
+
+_CLAIM = {False: _claim_sql(False), True: _claim_sql(True)}
+
+
+class Limits:
+    """What the hot paths of one backend (one process) remember of its queues: the limits of
+    the last enqueue to each, and which queues are LIFO. Shared by its transactions' threads;
+    every use is checked by the statement, so a stale entry costs a retry, never a wrong
+    write."""
+
+    def __init__(self) -> None:
+        self.enqueue: dict[str, QueueLimits] = {}
+        self.lifo: set[str] = set()
+        self._lock = threading.Lock()
+
+    def remember(self, limits: QueueLimits) -> None:
+        with self._lock:
+            if len(self.enqueue) > 10_000:  # queues come and go: stay bounded
+                self.enqueue.clear()
+            self.enqueue[limits.name] = limits
+
+    def set_lifo(self, name: str, lifo: bool) -> None:
+        with self._lock:
+            (self.lifo.add if lifo else self.lifo.discard)(name)
+
+
+class PostgresHot:
+    """``Tx.enqueue_plain``, ``claim_by_name`` and ``ack_by_name`` in one statement each: a
+    part of ``PostgresTx``, placed before ``SqlTx``, whose compositions it falls back on."""
+
+    limits: Limits
+    origin: str
+    notified: set[str]
+    ran_alone: bool
+
+    if TYPE_CHECKING:
+        def _solo(self, sql: str, params: dict[str, Any]) -> Any: ...
+        def reserve(self, name: str, count: int) -> QueueLimits | None: ...
+        def claim(self, queue_id: int, lifo: bool, now: int, limit: int,
+                  lease_until: int) -> list[MessageRow]: ...
+
+    def enqueue_plain(
+        self, name: str, count: int,
+        rows_for: Callable[[QueueLimits], Sequence[NewMessage]],
+    ) -> list[int] | None:
+        kept = self.limits.enqueue.get(name)
+        if kept is not None and not kept.max_depth and not kept.rate_limit_per_s:
+            rows = rows_for(kept)
+            if not rows:  # every request refused on its own: nothing to write
+                return []
+            params: dict[str, Any] = {
+                "n": len(rows), "name": name, "id": kept.id, "mpb": kept.max_payload_bytes,
+                "ret": kept.retention_ms, "lifo": kept.lifo, "secret": kept.hmac_secret,
+                "note": f"{self.origin} {name}",
+            }
+            if len(rows) == 1:
+                params.update(zip(_ROW_COLUMNS, rows[0][1:], strict=True))
+                sql = _ENQUEUE_ONE
+            else:
+                params["rows"] = _encode_rows([row[1:] for row in rows]).decode()
+                sql = _ENQUEUE_MANY
+            ids = [int(r[0]) for r in self._solo(sql, params).fetchall()]
+            if ids:
+                if self.ran_alone:  # its notification went out with it
+                    self.notified.add(name)
+                ids.sort()  # a sequence draws them in the order of the rows
+                return ids
+            # The queue changed (or went): its current limits, SqlTx's way.
+        return super().enqueue_plain(name, count, self._remembering(rows_for))  # type: ignore[misc,no-any-return]
+
+    def _remembering(
+        self, rows_for: Callable[[QueueLimits], Sequence[NewMessage]]
+    ) -> Callable[[QueueLimits], Sequence[NewMessage]]:
+        def remember_then_build(limits: QueueLimits) -> Sequence[NewMessage]:
+            self.limits.remember(limits)
+            return rows_for(limits)
+
+        return remember_then_build
+
+    def claim_by_name(
+        self, name: str, now: int, limit: int, visibility_ms: int | None
+    ) -> tuple[QueueRow, list[MessageRow] | None] | None:
+        lifo = name in self.limits.lifo
+        rows = self._solo(_CLAIM[lifo], {"now": now, "name": name, "vis": visibility_ms,
+                                         "n": limit}).fetchall()
+        if not rows:
+            return None
+        q = QueueRow._make(rows[0][:_NQ])
+        if rows[0][_NQ]:  # leases ended: nothing was claimed
+            return q, None
+        if bool(q.lifo) != lifo:  # this process had its order wrong: nothing was claimed
+            self.limits.set_lifo(name, bool(q.lifo))
+            vis = q.visibility_ms if visibility_ms is None else visibility_ms
+            return q, self.claim(q.id, bool(q.lifo), now, limit, now + vis)
+        claimed = [MessageRow._make(r[_NQ + 1:]) for r in rows if r[_NQ + 1] is not None]
+        return q, in_delivery_order(claimed, lifo)
+
+    def ack_by_name(
+        self, name: str, items: Sequence[tuple[int, str]], now: int
+    ) -> tuple[QueueRow, list[bool | None]] | None:
+        row = self._solo(_ACK, {
+            "name": name, "ids": [i for i, _ in items], "tokens": [t for _, t in items],
+            "now": now,
+        }).fetchone()
+        if row is None:
+            return None
+        q = QueueRow._make(row[:_NQ])
+        deleted = set(row[_NQ])  # "<id> <token>" of each message acked
+        existed = set(row[_NQ + 1])  # ids of the items' messages before the statement
+        done: set[int] = set()
+        out: list[bool | None] = []
+        for msg_id, token in items:  # as one ack at a time would have answered
+            if msg_id not in done and f"{msg_id} {token}" in deleted:
+                done.add(msg_id)
+                out.append(True)
+            elif msg_id in done or msg_id not in existed:
+                out.append(None)
+            else:
+                out.append(False)
+        return q, out
