@@ -11,6 +11,8 @@ skew, and a process still on its own clock would be off by the whole hour.
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -143,6 +145,41 @@ def test_the_clock_follows_the_server_after_a_refresh(
         with Window(2 * HOUR_MS) as w:
             mid = c.enqueue("q", 2).message_id
         assert w.holds(c.get_message("q", mid).enqueued_at)
+
+
+class Failures(logging.Handler):
+    """Sets ``seen`` when the clock's refresh logs a failed measurement."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.seen = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "measuring the database server's clock failed" in record.getMessage():
+            self.seen.set()
+
+
+def test_a_failed_measurement_keeps_the_last_one(
+    skewed: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logger = server_clock.log
+    failures = Failures()
+    monkeypatch.setattr(logger, "level", logging.INFO)
+    logger.addHandler(failures)
+    monkeypatch.setattr(server_clock, "REFRESH_S", 0.05)
+    try:
+        with sqew.Client(skewed) as c:
+            c.create_queue("q")
+            with psycopg.connect("postgresql://" + skewed.split("://", 1)[1]) as conn:
+                conn.execute(  # every later measurement fails, on the server
+                    "CREATE OR REPLACE FUNCTION skew.clock_timestamp() RETURNS timestamptz"
+                    " LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'no clock here'; END $$")
+            assert failures.seen.wait(UNTIL_S), "no measurement failed"
+            with Window() as w:
+                mid = c.enqueue("q", 1).message_id
+            assert w.holds(c.get_message("q", mid).enqueued_at)  # still an hour ahead
+    finally:
+        logger.removeHandler(failures)
 
 
 def test_the_offset_is_taken_at_the_round_trips_midpoint() -> None:

@@ -102,7 +102,8 @@ class ServerClock:
                 with connections() as conn:
                     self.refresh(conn)
             except Exception as exc:  # the database is away: keep the offset, try again later
-                log.debug("measuring the database server's clock failed: %s", exc)
+                log.info("measuring the database server's clock failed (the last measurement "
+                         "stays in use): %s", exc)
 
     def stop(self) -> None:
         """End the refreshes (waits for one in flight, up to ``STOP_WAIT_S``)."""
