@@ -23,6 +23,8 @@ What a second backend (PostgreSQL, say) implements:
   lock file of the role; PostgreSQL: an advisory lock held by a session);
 - ``Tx.notify`` where other processes' waiters learn of commits by message (PostgreSQL's
   ``NOTIFY``);
+- ``Backend.clock`` where processes on several hosts share the database (PostgreSQL: the
+  database server's time);
 - an entry in ``sqew.backends.open_backend`` and in the contract suite's targets.
 """
 
@@ -40,6 +42,7 @@ from sqew.backends.rows import NewMessage as NewMessage
 from sqew.backends.rows import QueueCounts as QueueCounts
 from sqew.backends.rows import QueueLimits as QueueLimits
 from sqew.backends.rows import QueueRow as QueueRow
+from sqew.core.clock import Clock, system_clock
 
 
 class Tx(abc.ABC):
@@ -467,6 +470,16 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def schema_head(self) -> str:
         """The revision this code's schema is at (a ready database is at it)."""
+
+    @property
+    def clock(self) -> Clock:
+        """The time that every process on this database stamps with (epoch milliseconds): a
+        service's clock unless its caller gives one.
+
+        Default: this host's wall clock (a SQLite file is shared by the processes of one
+        host). PostgreSQL: the database server's (processes on many hosts share it).
+        """
+        return system_clock
 
     @abc.abstractmethod
     def close(self) -> None:

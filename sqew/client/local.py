@@ -15,7 +15,7 @@ from sqew.backends import open_backend
 from sqew.client.arguments import convert, key_create, key_id, message_in, messages_in
 from sqew.client.base import Client
 from sqew.core import signing
-from sqew.core.clock import Clock, system_clock
+from sqew.core.clock import Clock
 from sqew.core.service import QueueService, check_range
 from sqew.core.writer import run_blocking, run_sync
 
@@ -39,7 +39,8 @@ class LocalClient(Client):
     Args:
         target: a SQLite file path or ``sqlite:///path`` URL.
         durability: ``"normal"`` or ``"full"`` (SQLite synchronous level).
-        clock: epoch-milliseconds clock (tests).
+        clock: epoch-milliseconds clock (tests); default: the database's
+            (``Backend.clock``: this host's for a file, the server's time on PostgreSQL).
         upgrade: apply pending migrations to an existing database.
         reap_interval_ms: how often (by ``clock``) a poll or a read runs the reaper first.
         rng: the randomness of backoff jitter (seed it for repeatable runs).
@@ -59,7 +60,7 @@ class LocalClient(Client):
         target: str | os.PathLike[str] = "sqew.db",
         *,
         durability: str = "normal",
-        clock: Clock = system_clock,
+        clock: Clock | None = None,
         upgrade: bool = False,
         reap_interval_ms: int = 1000,
         rng: random.Random | None = None,

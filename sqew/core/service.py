@@ -41,7 +41,7 @@ from sqew.core import (
     waiting,
     writers,
 )
-from sqew.core.clock import Clock, system_clock
+from sqew.core.clock import Clock
 from sqew.core.writer import (
     NO_OBSERVER,
     Offload,
@@ -67,7 +67,8 @@ class QueueService:
 
     Args:
         backend: where state lives.
-        clock: returns epoch milliseconds (tests inject a manual clock).
+        clock: returns epoch milliseconds (tests inject a manual clock); None: the
+            backend's (``Backend.clock``: the database server's time on PostgreSQL).
         reap_interval_ms: how often expired messages and tombstones are removed (by a
             server's timer, or by the next poll or read once due).
         rng: randomness for backoff jitter.
@@ -88,7 +89,7 @@ class QueueService:
         self,
         backend: Backend,
         *,
-        clock: Clock = system_clock,
+        clock: Clock | None = None,
         reap_interval_ms: int = 1000,
         rng: random.Random | None = None,
         group_commit: bool = False,
@@ -99,7 +100,7 @@ class QueueService:
         backpressure: pressure.Thresholds | None = None,
     ) -> None:
         self.backend = backend
-        self.clock = clock
+        self.clock: Clock = backend.clock if clock is None else clock
         self.waiter = backend.waiter()
         self._rng = rng or random.Random()
         self._offload = offload
@@ -108,7 +109,7 @@ class QueueService:
         if group_commit and backpressure is not None:
             self.pressure = pressure.Pressure(backpressure)
         self._direct, self._writer = writers.choose(
-            backend, clock, self.waiter, group_commit=group_commit, offload=offload,
+            backend, self.clock, self.waiter, group_commit=group_commit, offload=offload,
             observer=observer, tracer=tracer, pressure=self.pressure)
         self._read_spans: Callable[[Callable[[], Any]], Callable[[], Any]] | None = None
         if tracer is not None:

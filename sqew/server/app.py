@@ -28,7 +28,7 @@ from opentelemetry.trace import TracerProvider
 
 from sqew import errors, telemetry
 from sqew.config import Settings
-from sqew.core.clock import Clock, system_clock
+from sqew.core.clock import Clock
 from sqew.server import access, auth, openapi, tracing
 from sqew.server import errors as server_errors
 from sqew.server.routes import dlq, keys, messages, ops, queues
@@ -39,7 +39,7 @@ log = logging.getLogger("sqew.server")
 
 
 def create_app(
-    settings: Settings | None = None, *, clock: Clock = system_clock,
+    settings: Settings | None = None, *, clock: Clock | None = None,
     rng: random.Random | None = None, reaper_timer: bool = True,
     tracer_provider: TracerProvider | None = None,
 ) -> Litestar:
@@ -47,7 +47,8 @@ def create_app(
 
     Args:
         settings: server settings (database, body limit, threads, …); defaults if omitted.
-        clock: the service's clock in epoch milliseconds (tests inject a ManualClock).
+        clock: the service's clock in epoch milliseconds (tests inject a ManualClock); by
+            default the database's (``Backend.clock``: the server's time on PostgreSQL).
         rng: the randomness of backoff jitter (tests seed it for repeatable runs).
         reaper_timer: reap on a wall-clock timer every ``reap_interval_ms`` when this process
             leads the reaper (``sqew.server.background``); off, polls and reads still reap once

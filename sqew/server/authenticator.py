@@ -262,7 +262,7 @@ class Authenticator:
     def _note_use(self, entry: _Entry, now: float) -> None:
         """Queue the key's use for recording (called at most once per TOUCH_EVERY_S)."""
         entry.touched = now
-        self._used[entry.principal.key_id] = self._rt.clock()
+        self._used[entry.principal.key_id] = self._rt.service.clock()
 
     # --- keys minted and revoked here -----------------------------------------------------------
     def minted(self) -> None:

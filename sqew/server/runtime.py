@@ -25,7 +25,7 @@ from opentelemetry.trace import TracerProvider
 from sqew import errors, telemetry
 from sqew.backends import open_backend
 from sqew.config import Settings
-from sqew.core.clock import Clock, system_clock
+from sqew.core.clock import Clock
 from sqew.core.pressure import Thresholds
 from sqew.core.service import QueueService
 from sqew.server.authenticator import Authenticator
@@ -42,7 +42,7 @@ class Runtime:
 
     Args:
         settings: the server settings.
-        clock: the service's clock (tests inject a ManualClock).
+        clock: the service's clock (tests inject a ManualClock); None: the backend's.
         rng: backoff jitter's randomness (see ``create_app``).
         reaper_timer: reap on a wall-clock timer (see ``create_app``).
         tracer_provider: trace with it (see ``create_app``); else as the process's
@@ -50,12 +50,12 @@ class Runtime:
     """
 
     def __init__(
-        self, settings: Settings, clock: Clock = system_clock, *,
+        self, settings: Settings, clock: Clock | None = None, *,
         rng: random.Random | None = None, reaper_timer: bool = True,
         tracer_provider: TracerProvider | None = None,
     ) -> None:
         self.settings = settings
-        self.clock = clock
+        self._clock = clock
         self._rng = rng
         self._reaper_timer = reaper_timer
         self._tracer_provider = tracer_provider
@@ -87,7 +87,7 @@ class Runtime:
         self.tracing = telemetry.server_tracing(self._tracer_provider)  # in every worker
         try:
             self._service = QueueService(
-                backend, clock=self.clock, reap_interval_ms=s.reap_interval_ms,
+                backend, clock=self._clock, reap_interval_ms=s.reap_interval_ms,
                 group_commit=s.group_commit, offload=self.offload, rng=self._rng,
                 observer=self.metrics.observer,
                 tracer=None if self.tracing is None else self.tracing.tracer,

@@ -31,7 +31,7 @@ from psycopg_pool import ConnectionPool
 from sqew import errors, locations
 from sqew.backends.base import Backend, Lead, Tx, Waiter, WriteSession
 from sqew.backends.errors import translate
-from sqew.backends.postgres import connection
+from sqew.backends.postgres import connection, server_clock
 from sqew.backends.postgres.hot import Limits
 from sqew.backends.postgres.session import PostgresWriteSession
 from sqew.backends.postgres.tx import PostgresTx
@@ -86,6 +86,7 @@ class PostgresBackend(Backend):
             name="sqew",
         )
         self._pool.open(wait=False)
+        self.clock.start(self._pool.connection)
 
     # --- opening --------------------------------------------------------------------------------
     def _connect(self) -> psycopg.Connection[Any]:
@@ -104,6 +105,7 @@ class PostgresBackend(Backend):
         except psycopg.Error as exc:
             raise self._opening_error(exc) from exc
         try:
+            self._clock = server_clock.ServerClock(conn)  # measured at once, refreshed later
             rev = _schema_revision(conn)
             if rev == SCHEMA_HEAD:
                 return
@@ -205,6 +207,12 @@ class PostgresBackend(Backend):
     def schema_head(self) -> str:
         return SCHEMA_HEAD
 
+    @property
+    def clock(self) -> server_clock.ServerClock:
+        """The database server's time (``server_clock``): replicas on several hosts share
+        its rows, so they stamp times by one clock."""
+        return self._clock
+
     def try_lead(self, role: str) -> Lead | None:
         """An advisory lock (``pg_try_advisory_lock``) on a connection of its own, held while
         leading: the lock ends with that connection, so a replica that dies or loses the
@@ -227,6 +235,7 @@ class PostgresBackend(Backend):
         if self._closed:
             return
         self._closed = True
+        self.clock.stop()
         self._pool.close()
 
 
