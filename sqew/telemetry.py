@@ -15,7 +15,9 @@ starts its span linked to the producer's with ``consumer_span``::
         client.ack("jobs", m.id, m.token)
 
 Only W3C Trace Context is stored with messages (whatever ``OTEL_PROPAGATORS`` says about HTTP
-headers), through the API's own propagator: a message's fields are W3C's by definition.
+headers), through the API's own propagator: a message's fields are W3C's by definition. A
+server reads an enqueue's ``traceparent``/``tracestate`` headers as message data with
+``request_context``, as W3C says a receiver does: an invalid header is ignored, not refused.
 
 This module imports no other part of sqew but ``models``: the core, the clients and the server
 all use it (the dependency rule in ``tests/engine/test_layers.py``).
@@ -27,7 +29,8 @@ import contextlib
 import importlib.metadata
 import logging
 import os
-from collections.abc import Iterator, Mapping, MutableMapping
+import re
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,6 +118,82 @@ def consumer_span(
         links=[link] if link is not None else None, attributes=attrs,
     ) as span:
         yield span
+
+
+# --- a request's trace context headers ---------------------------------------------------------
+# Read as W3C says a receiver reads them: an invalid header is ignored, never refused.
+# - traceparent: version 00 is exactly 00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>,
+#   lower case, neither id all zeros. A later version (above 00, not ff) is read by its first
+#   four fields, whatever follows a "-" after them. A repeated header, or anything else, is
+#   invalid: the request then has no trace context, and its tracestate is not read.
+# - tracestate: repeated headers are one list (joined with ","); a list W3C's grammar does not
+#   accept (a malformed or repeated key, more than 32 members) is dropped, the traceparent kept;
+#   past 512 characters whole members are dropped (those over 128 characters first, then from
+#   the end) until it fits.
+# A message's own traceparent/tracestate fields are data a client asks to store: those are
+# checked (sqew.models), and a malformed one is a ValidationError.
+TRACEPARENT_HEADER = b"traceparent"
+TRACESTATE_HEADER = b"tracestate"
+_PARENT = re.compile(
+    rb"([0-9a-f]{2})-((?!0{32})[0-9a-f]{32})-((?!0{16})[0-9a-f]{16})-([0-9a-f]{2})(-.*)?",
+    re.DOTALL,
+)
+_MEMBER = re.compile(
+    rb"((?:[a-z][a-z0-9_\-*/]{0,255})|(?:[a-z0-9][a-z0-9_\-*/]{0,240}@[a-z][a-z0-9_\-*/]{0,13}))"
+    rb"=([\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e])"
+)
+_MAX_MEMBERS = 32
+"""Most members of a tracestate (W3C)."""
+_LONG_MEMBER = 128
+"""Members longer than this go first when a tracestate is cut to fit (W3C)."""
+_OWS = b" \t"
+
+
+def _traceparent_header(values: Sequence[bytes]) -> str | None:
+    """The trace context of the request's ``traceparent`` headers (``values``) in version 00's
+    form (the version this server knows, as it would propagate it), or None if invalid."""
+    if len(values) != 1:
+        return None
+    found = _PARENT.fullmatch(values[0].strip(_OWS))
+    if found is None:
+        return None
+    version, trace_id, parent_id, flags, rest = found.groups()
+    if version == b"ff" or (version == b"00" and rest is not None):
+        return None
+    return f"00-{trace_id.decode()}-{parent_id.decode()}-{flags.decode()}"
+
+
+def _tracestate_header(values: Sequence[bytes]) -> str | None:
+    """The request's ``tracestate`` headers (``values``) as one list, cut to fit; None if
+    there is none or it is invalid."""
+    members = [m.strip(_OWS) for v in values for m in v.split(b",")]
+    members = [m for m in members if m]  # (empty members are allowed, and mean nothing)
+    if not members or len(members) > _MAX_MEMBERS:
+        return None
+    keys: set[bytes] = set()
+    for member in members:
+        found = _MEMBER.fullmatch(member)
+        if found is None or found.group(1) in keys:
+            return None
+        keys.add(found.group(1))
+    while len(b",".join(members)) > models.TRACESTATE_MAX:
+        long = [i for i, m in enumerate(members) if len(m) > _LONG_MEMBER]
+        del members[long[-1] if long else -1]
+    return b",".join(members).decode("ascii") or None
+
+
+def request_context(headers: Iterable[tuple[bytes, bytes]]) -> tuple[str, str | None] | None:
+    """``(traceparent, tracestate)`` of a request's raw headers, or None when its
+    ``traceparent`` is missing or invalid (its ``tracestate`` is not read then)."""
+    parents: list[bytes] = []
+    states: list[bytes] = []
+    for name, value in headers:
+        if name == TRACEPARENT_HEADER:
+            parents.append(value)
+        elif name == TRACESTATE_HEADER:
+            states.append(value)
+    parent = _traceparent_header(parents)
+    return None if parent is None else (parent, _tracestate_header(states))
 
 
 # --- the server's setup -------------------------------------------------------------------------

@@ -278,6 +278,13 @@ class Tx(abc.ABC):
         statement: reading all queues costs no round trip per queue (metrics scrapes)."""
 
     @abc.abstractmethod
+    def queues_to_reap(self, now: int, limit: int) -> list[str]:
+        """The names, in order, of the queues with work for the reaper at ``now``, in one
+        statement: expired messages; messages whose last allowed lease ended (not in a DLQ);
+        archiving, archived messages past retention among the ``limit`` with the smallest ids.
+        (Idempotency records are reaped for all queues at once.)"""
+
+    @abc.abstractmethod
     def reap_messages(self, queue_id: int, now: int, limit: int) -> int:
         """Delete up to ``limit`` expired messages of a queue; returns how many."""
 

@@ -43,6 +43,22 @@ class QueueStatements:
         rows = self._all(f"SELECT {_QUEUE_COLS} FROM queues ORDER BY name")
         return [QueueRow._make(r) for r in rows]
 
+    def queues_to_reap(self, now: int, limit: int) -> list[str]:
+        # Seeks per queue: ix_messages_expiry, ix_messages_leased (its partial condition
+        # spelled out), and at most ``limit`` entries of ix_archive_queue_id.
+        rows = self._all(
+            "SELECT q.name FROM queues q WHERE EXISTS (SELECT 1 FROM messages m "
+            "WHERE m.queue_id = q.id AND m.expires_at <= :now) "
+            "OR (q.parent_id IS NULL AND EXISTS (SELECT 1 FROM messages m "
+            "WHERE m.queue_id = q.id AND m.lease_expires_at IS NOT NULL "
+            "AND m.lease_expires_at <= :now AND m.attempts >= q.max_attempts)) "
+            f"OR (q.archive = {self.TRUE} AND EXISTS (SELECT 1 FROM (SELECT a.acked_at "
+            "FROM archive a WHERE a.queue_id = q.id ORDER BY a.id LIMIT :n) head "
+            "WHERE head.acked_at <= :now - q.retention_ms)) ORDER BY q.name",
+            {"now": now, "n": limit},
+        )
+        return [str(r[0]) for r in rows]
+
     def insert_queue(self, values: dict[str, Any]) -> int:
         cols = ", ".join(values)
         marks = ", ".join(f":{k}" for k in values)

@@ -7,22 +7,24 @@ embedded Client (the CLI) has no timer: its polls and reads run the reaper once 
 when they can take the lead at that moment, so with a server running on the file the bulk of
 the work stays the server's. Correctness never waits for it: a claim skips expired messages
 and sweeps its own queue's ended leases, so an expired message is never delivered, reaped or
-not. Each run is bounded, so it never holds the write lock for long.
+not. Each run is bounded, and a sequence of short transactions, one per queue with work,
+each locking only that queue's row and its DLQ's (``reap``).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from sqew import errors
 from sqew.backends.base import Backend, Lead, Tx
 from sqew.core.delivering import dead_letter_ended, queue_row
-from sqew.core.writer import Op
+from sqew.core.writer import Op, Writer
 
 REAP_LIMIT = 1000
-"""Most expired messages (and, separately, idempotency records, and archived messages looked
-at) one run handles per queue."""
+"""Most expired messages (and, separately, archived messages looked at) one run handles per
+queue, and most idempotency records it removes in all."""
 COMPACT_STEP = 10_000
 ROLE = "reaper"
 """The lead (``Backend.try_lead``) of the process that reaps."""
@@ -46,6 +48,10 @@ class Reaped(NamedTuple):
         """Everything the run removed or moved."""
         return self.expired + self.tombstones + self.archived + self.dead_lettered
 
+    def plus(self, other: Reaped) -> Reaped:
+        """Both runs' counts, kind by kind."""
+        return Reaped(*(a + b for a, b in zip(self, other, strict=True)))
+
     def describe(self) -> str:
         """The counts in words (a log line)."""
         return (f"{self.expired} expired messages, {self.tombstones} idempotency records and "
@@ -53,35 +59,67 @@ class Reaped(NamedTuple):
                 "dead-lettered")
 
 
-class Reap(Op[Reaped]):
-    """Remove expired messages, tombstones and archived messages past retention (a bounded
-    number per queue), and dead-letter messages whose last allowed lease ended (so stats, peek
-    and the DLQ agree without waiting for the next poll)."""
+class ReapQueue(Op[Reaped]):
+    """One queue's share of a reaper run: remove its expired messages and archived messages
+    past retention (a bounded number of each), and dead-letter its messages whose last allowed
+    lease ended (so stats, peek and the DLQ agree without waiting for the next poll).
 
-    __slots__ = ("notify",)
+    Its transaction locks only this queue's row and its DLQ's (``Op.queues``), which the
+    dead-lettering writes: the writes of every other queue go on meanwhile.
+    """
 
-    def __init__(self) -> None:
-        self.notify: tuple[str, ...] = ()
+    __slots__ = ("notify", "queue")
 
-    def queues(self) -> tuple[str, ...] | None:
-        return None  # every queue's
+    def __init__(self, queue: str) -> None:
+        self.queue = queue
+        self.notify: tuple[str, ...] = ()  # the DLQ, when messages moved there
 
     def run(self, tx: Tx, now: int) -> Reaped:
-        expired = archived = dead = 0
-        changed: list[str] = []
-        for q in tx.list_queues():
-            reaped = tx.reap_messages(q.id, now, REAP_LIMIT)
-            if reaped:
-                tx.add_counters(q.id, depth=-reaped, expired_total=reaped)
-            expired += reaped
-            if q.archive:  # (an archive switched off later is left to compaction)
-                archived += tx.reap_archive_head(q.id, now - q.retention_ms, REAP_LIMIT)
-            dlq, moved = dead_letter_ended(tx, q, now)
-            dead += moved
-            if dlq is not None:
-                changed.append(dlq)
-        self.notify = tuple(changed)  # read by the writer after the commit
-        return Reaped(expired, tx.reap_dedup(None, now, REAP_LIMIT), archived, dead)
+        q = tx.get_queue(self.queue)
+        if q is None:  # removed since the run listed it
+            return Reaped()
+        expired = tx.reap_messages(q.id, now, REAP_LIMIT)
+        if expired:
+            tx.add_counters(q.id, depth=-expired, expired_total=expired)
+        archived = 0
+        if q.archive:  # (an archive switched off later is left to compaction)
+            archived = tx.reap_archive_head(q.id, now - q.retention_ms, REAP_LIMIT)
+        dlq, dead = dead_letter_ended(tx, q, now)
+        self.notify = (dlq,) if dlq is not None else ()  # read by the writer after the commit
+        return Reaped(expired=expired, archived=archived, dead_lettered=dead)
+
+
+class ReapDedup(Op[Reaped]):
+    """The idempotency records past their window, of every queue (a bounded number): one
+    statement on the index of their expiry (per queue it would walk the records of each).
+
+    It writes no queue's row, and locks none. On PostgreSQL an enqueue that gives again two
+    expired keys this statement is removing at that moment could wait for it while it waits
+    for the enqueue; the database detects that deadlock and the writer runs the aborted
+    transaction again (``sqew.core.writer.CONFLICT_ATTEMPTS``).
+    """
+
+    __slots__ = ()
+
+    def run(self, tx: Tx, now: int) -> Reaped:
+        return Reaped(tombstones=tx.reap_dedup(None, now, REAP_LIMIT))
+
+
+async def reap(writer: Writer, queues: Iterable[str]) -> Reaped:
+    """One reaper run: the share of each of ``queues`` (``Tx.queues_to_reap``: those with
+    work) in a write of its own (``ReapQueue``), then the idempotency records (``ReapDedup``),
+    one after another, never two at once.
+
+    A run over every queue in one transaction would lock every queue's row for all of it
+    (PostgreSQL: every replica's writes wait); short transactions let the writes of other
+    queues in between (on SQLite too, whose write lock is the whole file's), and a queue with
+    nothing to reap costs no transaction at all. In a group commit each write joins one group,
+    with whatever else is written then. A failure ends the run; what was committed stays.
+    """
+    total = Reaped()
+    for name in queues:
+        total = total.plus(await writer.write(ReapQueue(name)))
+    return total.plus(await writer.write(ReapDedup()))
 
 
 class Probe(Op[None]):

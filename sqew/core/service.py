@@ -125,43 +125,35 @@ class QueueService:
         result: T = await self._offload(lambda: self._direct.run(op))
         return result
 
-    def _reap_ahead(self) -> None:
-        """Run the reaper ahead of what follows if it is due, not waited for (a poll: in a
-        group commit the reap and the claim share the group); the lead is let go after."""
-        lead = self._reaps.lead_if_due(self.backend, self.clock())
-        if lead is None:
-            return
-
-        def then(reaped: maintenance.Reaped | None) -> None:
-            lead.release()
-            if reaped is not None:
-                maintenance.log_reaped(reaped)
-
-        try:
-            self._writer.submit(maintenance.Reap(), then)
-        except BaseException:  # (a writer shutting down) the lead is never kept
-            lead.release()
-            raise
-
-    async def _reap_before_read(self) -> None:
-        """Run the reaper first if it is due, and wait for it, so that stats, peek and the DLQ
-        agree about expired messages and ended last leases; a failure (a read-only or busy
-        database) is logged and the read goes on."""
+    async def _reap_if_due(self) -> None:
+        """Run the reaper first if it is due and this process can take its lead (let go
+        after), and wait for it, so that a poll, stats, peek and the DLQ agree about expired
+        messages and ended last leases; a failure (a read-only or busy database) is logged and
+        the call goes on."""
         lead = self._reaps.lead_if_due(self.backend, self.clock())
         if lead is None:
             return
         try:
-            reaped = await self._writer.write(maintenance.Reap())
+            reaped = await self._reap_run()
         except errors.SqewError as exc:
-            log.info("reaping before a read failed: %s", exc.message)
+            log.info("reaping failed: %s", exc.message)
             return
         finally:
             lead.release()
         maintenance.log_reaped(reaped)
 
-    async def _read(self, fn: Callable[[Tx, int], T]) -> T:
-        await self._reap_before_read()
+    async def _reap_run(self) -> maintenance.Reaped:
+        """One reaper run: the share of each queue with work in a transaction of its own
+        (``maintenance.reap``)."""
+        names = await self._read_now(
+            lambda tx, now: tx.queues_to_reap(now, maintenance.REAP_LIMIT))
+        return await maintenance.reap(self._writer, names)
 
+    async def _read(self, fn: Callable[[Tx, int], T]) -> T:
+        await self._reap_if_due()
+        return await self._read_now(fn)
+
+    async def _read_now(self, fn: Callable[[Tx, int], T]) -> T:
         def run() -> T:
             with self.backend.read() as tx:
                 return fn(tx, self.clock())
@@ -237,7 +229,7 @@ class QueueService:
         check_range("wait_ms", wait_ms, 0, models.MAX_WAIT_MS)
         if visibility_ms is not None:
             check_range("visibility_ms", visibility_ms, 0, models.MAX_VISIBILITY_MS)
-        self._reap_ahead()
+        await self._reap_if_due()
         return await waiting.long_poll(
             self._writer, self.waiter, self.clock, queue, batch, wait_ms, visibility_ms
         )
@@ -367,7 +359,7 @@ class QueueService:
         bounded number of expired messages, tombstones and archived messages past retention
         in every queue, and dead-letter messages whose last allowed lease ended."""
         self._reaps.due(self.clock())
-        reaped = await self._writer.write(maintenance.Reap())
+        reaped = await self._reap_run()
         maintenance.log_reaped(reaped)
         return reaped
 

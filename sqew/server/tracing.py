@@ -24,7 +24,7 @@ from opentelemetry.context import Context
 from opentelemetry.propagators.textmap import Getter
 from opentelemetry.trace import SpanKind, StatusCode, set_span_in_context
 
-from sqew import errors
+from sqew import errors, telemetry
 
 if TYPE_CHECKING:
     from sqew.server.runtime import Runtime
@@ -38,6 +38,8 @@ class _Headers(Getter[Iterable[tuple[bytes, bytes]]]):
     def get(self, carrier: Iterable[tuple[bytes, bytes]], key: str) -> list[str] | None:
         name = key.lower().encode("latin-1")
         found = [v.decode("latin-1") for k, v in carrier if k == name]
+        if name == telemetry.TRACEPARENT_HEADER and len(found) > 1:
+            return None  # invalid (W3C), as the enqueue route reads it: no parent, not the first
         return found or None
 
     def keys(self, carrier: Iterable[tuple[bytes, bytes]]) -> list[str]:

@@ -36,12 +36,13 @@ def on_loop(
     db: Path, body: Callable[[QueueService], Awaitable[T]], sql: list[str] | None = None
 ) -> T:
     """Run ``body`` with a service whose group commit runs on a fresh event loop (every SQL
-    statement it runs is appended to ``sql``)."""
+    statement it runs is appended to ``sql``). No poll reaps first, as in a server, whose
+    timer reaps (a reaper run is a transaction per queue: the groups here are what counts)."""
 
     async def main() -> T:
         trace = sql.append if sql is not None else None
         service = QueueService(open_backend(db, trace=trace), group_commit=True,
-                               offload=asyncio.to_thread)
+                               offload=asyncio.to_thread, reap_when_due=False)
         try:
             return await body(service)
         finally:
@@ -337,7 +338,8 @@ def test_polls_cancelled_while_their_group_waited_for_the_lock_lease_nothing(
             waiting.set()
             return await asyncio.to_thread(fn)
 
-        service = QueueService(open_backend(db), group_commit=True, offload=offload)
+        service = QueueService(open_backend(db), group_commit=True, offload=offload,
+                               reap_when_due=False)
         try:
             polls = [soon(service.poll("once", batch=1)) for _ in range(6)]
             await asyncio.wait_for(waiting.wait(), 10)  # the group waits for the lock now
@@ -422,7 +424,8 @@ def test_a_full_disk_fails_the_whole_group_and_the_next_group_works(
 
     async def main() -> tuple[list[Any], list[Any]]:
         backend = CappedBackend(path)
-        service = QueueService(backend, group_commit=True, offload=asyncio.to_thread)
+        service = QueueService(backend, group_commit=True, offload=asyncio.to_thread,
+                               reap_when_due=False)
         try:
             backend.cap(extra_pages=2)
             full = await settle(full_disk_group(service, held, failing_first))

@@ -151,6 +151,8 @@ def every_statement(calls: Calls) -> None:
     assert tx.counts(qid, now) == (0, 1, 0, now)  # d is due at now + 100
     assert [(r.name, (r.leased, r.delayed, r.expired, r.oldest)) for r in tx.all_counts(now)] == [
         ("q", (0, 1, 0, now)), ("q.dlq", tx.counts(dlq_id, now))]
+    assert tx.queues_to_reap(now, 10) == []
+    assert tx.queues_to_reap(now + 100_000, 10) == ["q"]  # expired, an archive past retention
     assert tx.reap_messages(qid, now + 100_000, 10) == 3
     assert tx.reap_dedup(qid, now + 100, 10) == 1
     assert tx.reap_dedup(None, now + 100, 10) == 0

@@ -307,16 +307,18 @@ def test_headers_carry_a_single_enqueues_context_and_tracestate_is_kept(
 
 
 @pytest.mark.parametrize(("headers", "body", "field"), [
-    ({"traceparent": "00-abc-def-01"}, {"payload": 1}, "traceparent"),
-    ({"traceparent": "00-" + "0" * 32 + "-b7ad6b7169203331-01"}, {"payload": 1}, "traceparent"),
-    ({"traceparent": OTHER.upper()}, {"payload": 1}, "traceparent"),
-    ({"traceparent": OTHER, "tracestate": "x" * 600}, {"payload": 1}, "tracestate"),
     ({}, {"payload": 1, "traceparent": "nope"}, "traceparent"),
+    # A field is stored as given: a later version's extra fields are not taken there.
+    ({}, {"payload": 1, "traceparent": "cc" + OTHER[2:] + "-more"}, "traceparent"),
     ({}, {"messages": [{"payload": 1}, {"payload": 2, "traceparent": "ff" + OTHER[2:]}]},
      "messages[1].traceparent"),
     ({}, {"payload": 1, "tracestate": "a=1"}, "tracestate"),
+    ({"traceparent": OTHER}, {"payload": 1, "traceparent": OTHER, "tracestate": "\u00e9"},
+     "tracestate"),
+    # An invalid header, ignored, hides no malformed field.
+    ({"traceparent": "00-abc-def-01"}, {"payload": 1, "traceparent": "nope"}, "traceparent"),
 ])
-def test_malformed_trace_context_is_a_validation_error_naming_the_field(
+def test_a_malformed_trace_context_field_is_a_validation_error_naming_it(
     traced: Traced, queue: str, headers: dict[str, str], body: dict[str, Any], field: str
 ) -> None:
     r = httpx.post(f"{traced.url}/queues/{queue}/messages", json=body, headers=headers)
@@ -325,10 +327,87 @@ def test_malformed_trace_context_is_a_validation_error_naming_the_field(
     assert "traceparent" in error["message"] or "tracestate" in error["message"], error
 
 
-def test_a_repeated_traceparent_header_is_a_validation_error(traced: Traced, queue: str) -> None:
+def request_span(traced: Traced, queue: str) -> ReadableSpan:
+    """The server span of the one enqueue to ``queue`` (the parent of its operation's)."""
+    spans = traced.spans.until(lambda s: bool(named(s, f"enqueue {queue}")))
+    (operation,) = named(spans, f"enqueue {queue}")
+    assert operation.parent is not None
+    (server,) = [s for s in spans if s.context.span_id == operation.parent.span_id]
+    return server
+
+
+INVALID_TRACEPARENTS: dict[str, Callable[[str], list[str]]] = {
+    "garbage": lambda c: ["00-abc-def-01"],
+    "upper case": lambda c: [c.upper()],
+    "short": lambda c: [c[:-1]],
+    "trace id all zeros": lambda c: ["00-" + "0" * 32 + c[35:]],
+    "parent id all zeros": lambda c: [c[:36] + "0" * 16 + c[52:]],
+    "version ff": lambda c: ["ff" + c[2:]],
+    "version 00 with more": lambda c: [c + "-more"],
+    "later version, flags not ended": lambda c: ["cc" + c[2:] + "x"],
+    "repeated": lambda c: [c, c],
+}
+
+
+@pytest.mark.parametrize("make", INVALID_TRACEPARENTS.values(), ids=INVALID_TRACEPARENTS.keys())
+def test_an_invalid_traceparent_header_is_ignored_with_its_tracestate(
+    traced: Traced, queue: str, make: Callable[[str], list[str]]
+) -> None:
+    """W3C: a receiver ignores an invalid traceparent (and then tracestate). The enqueue
+    succeeds, its message has no trace context, and its span starts a trace of its own."""
+    caller, trace_id = new_caller()
+    headers = [("traceparent", value) for value in make(caller)] + [("tracestate", "a=1")]
+    r = httpx.post(f"{traced.url}/queues/{queue}/messages", json={"payload": 1}, headers=headers)
+    assert r.status_code == 201, r.text
+    (m,) = httpx.post(f"{traced.url}/queues/{queue}/poll").json()["messages"]
+    assert "traceparent" not in m and "tracestate" not in m, m
+    server = request_span(traced, queue)
+    assert server.parent is None and server.context.trace_id != trace_id
+
+
+def test_a_later_versions_traceparent_header_is_read_by_its_first_four_fields(
+    traced: Traced, queue: str
+) -> None:
+    """W3C: a version above 00 (not ff) is parsed by its first four fields, the rest ignored;
+    it is stored in version 00's form."""
+    caller, trace_id = new_caller()
+    later = "cc" + caller[2:] + "-what-a-later-version-adds"
     r = httpx.post(f"{traced.url}/queues/{queue}/messages", json={"payload": 1},
-                   headers=[("traceparent", OTHER), ("traceparent", OTHER)])
-    assert envelope(r, 400, "ValidationError")["details"][0]["field"] == "traceparent"
+                   headers={"traceparent": later, "tracestate": "a=1"})
+    assert r.status_code == 201, r.text
+    (m,) = httpx.post(f"{traced.url}/queues/{queue}/poll").json()["messages"]
+    assert (m["traceparent"], m["tracestate"]) == (caller, "a=1")
+    server = request_span(traced, queue)
+    assert server.parent is not None and server.parent.span_id == 0x00F067AA0BA902B7
+    assert server.context.trace_id == trace_id
+
+
+def test_a_tracestate_header_is_one_list_dropped_when_invalid_and_cut_to_fit(
+    traced: Traced, queue: str
+) -> None:
+    """Failing to parse tracestate never affects traceparent (W3C): an invalid list is
+    dropped, the traceparent kept; past 512 characters whole members go, the long ones
+    first."""
+    members = [f"k{i}={'v' * 20}" for i in range(30)]  # 23 or 24 characters: 739 in all
+    cases: list[tuple[list[str], str | None]] = [
+        (["a=1 , ,b=2", "c=3"], "a=1,b=2,c=3"),  # (empty members mean nothing)
+        (["t@sys=x y"], "t@sys=x y"),
+        (["x" * 600], None),  # not a key=value list
+        (["a=1,a=2"], None),  # a key twice
+        (["A=1"], None),  # keys are lower case
+        ([",".join(f"k{i}=1" for i in range(33))], None),  # 33 members: too many
+        ([",".join(members)], ",".join(members[:20])),  # cut from the end: 20 fit in 512
+        ([f"big={'v' * 200}", ",".join(members[:13])], ",".join(members[:13])),  # long first
+    ]
+    for i, (states, _) in enumerate(cases):
+        r = httpx.post(f"{traced.url}/queues/{queue}/messages", json={"payload": i},
+                       headers=[("traceparent", OTHER)] + [("tracestate", s) for s in states])
+        assert r.status_code == 201, r.text
+    got = httpx.post(f"{traced.url}/queues/{queue}/poll", params={"batch": 10}).json()
+    by_case = {m["payload"]: m for m in got["messages"]}
+    for i, (_, kept) in enumerate(cases):
+        assert by_case[i]["traceparent"] == OTHER
+        assert by_case[i].get("tracestate") == kept, (i, by_case[i])
 
 
 def test_a_client_refuses_a_malformed_traceparent_alike_locally(tmp_path: Path) -> None:

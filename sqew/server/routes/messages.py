@@ -6,7 +6,6 @@ single ack or nack that fails answers with the error codes, a batch with per-ite
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any
 
 import msgspec
@@ -14,7 +13,7 @@ from litestar import Request, delete, get, post
 from litestar.params import HeaderParameter, Parameter, PathParameter
 from litestar.types import ASGIApp
 
-from sqew import errors, models
+from sqew import errors, models, telemetry
 from sqew.core import signing
 from sqew.server import wire
 from sqew.server.runtime import runtime
@@ -48,23 +47,21 @@ SignatureHeader = Annotated[
         "time; several v1= may be given (one must match)"),
         schema_extra={"pattern": r"^t=[0-9]+(,v1=[0-9a-f]{64})+" + models.END_OF_TEXT}),
 ]
-_TRACEPARENT = re.compile(models.TRACEPARENT_PATTERN.encode())
-_TRACESTATE = re.compile(models.TRACESTATE_PATTERN.encode())
-# Read by the handler from the raw headers (``_trace_context``): a repeated traceparent is
-# malformed (W3C), repeated tracestate headers are one list.
+# Read by the handler from the raw headers (``telemetry.request_context``), as W3C says: an invalid
+# traceparent is ignored (and its tracestate with it), never refused.
 TraceparentHeader = Annotated[
     str | None,
     HeaderParameter(name="traceparent", description=(
         "W3C Trace Context of the producer: stored with the message (each message of a batch "
         "without a traceparent of its own) and returned on its leased message; the request's "
-        "span continues this trace"),
-        schema_extra={"pattern": models.TRACEPARENT_PATTERN}),
+        "span continues this trace. An invalid traceparent is ignored (W3C); a later version's "
+        "first four fields are read, stored as version 00")),
 ]
 TracestateHeader = Annotated[
     str | None,
-    HeaderParameter(name="tracestate", description="W3C tracestate, kept with a traceparent",
-                    schema_extra={"max_length": models.TRACESTATE_MAX,
-                                  "pattern": models.TRACESTATE_PATTERN}),
+    HeaderParameter(name="tracestate", description=(
+        "W3C tracestate, kept with a valid traceparent: repeated headers are one list; an "
+        "invalid list is dropped, one past 512 characters cut by whole members")),
 ]
 Batch = Annotated[int, Parameter(ge=1, le=models.MAX_POLL_BATCH, description="most messages")]
 WaitMs = Annotated[int, Parameter(ge=0, le=models.MAX_WAIT_MS, description="long-poll wait")]
@@ -92,8 +89,8 @@ async def enqueue(
 
     On a queue with an ``hmac_secret`` the request must carry a valid ``X-Sqew-Signature``
     over its exact body (a batch is signed as one body), else 401 ``InvalidSignature``.
-    A ``traceparent`` header (and ``tracestate``) is stored with each message that has no
-    ``traceparent`` field of its own.
+    A valid ``traceparent`` header (and ``tracestate``) is stored with each message that has
+    no ``traceparent`` field of its own; an invalid one is ignored (``telemetry.request_context``).
     """
     rt = runtime(request)
     body = await wire.read_body(request, rt.settings.max_body_bytes)
@@ -101,7 +98,7 @@ async def enqueue(
     proof = signing.Proof(None if x_sqew_signature is None else _signature(request), body)
     if idempotency_key is not None:
         idempotency_key = _idempotency_key(request)
-    context = None if traceparent is None else _trace_context(request)
+    context = None if traceparent is None else telemetry.request_context(request.scope["headers"])
     if _MESSAGES.match(body):
         if idempotency_key is not None:
             raise errors.ValidationError(
@@ -142,29 +139,6 @@ def _idempotency_key(request: Req) -> str:
                                  "in": "header"}],
         )
     return key.decode("ascii")
-
-
-def _trace_context(request: Req) -> tuple[str, str | None]:
-    """The request's ``traceparent`` header (only called when there is one) and its
-    ``tracestate`` (repeated headers joined with ","), checked: they are stored."""
-    parents = [v for k, v in request.scope["headers"] if k == b"traceparent"]
-    if len(parents) != 1 or not _TRACEPARENT.match(parents[0]):
-        rule = models.PATTERN_HINTS[models.TRACEPARENT_PATTERN]
-        message = rule if len(parents) == 1 else f"give one traceparent, not {len(parents)}"
-        raise errors.ValidationError(
-            f"traceparent header must be {rule}" if len(parents) == 1 else message,
-            details=[{"field": "traceparent", "message": message, "in": "header"}],
-        )
-    states = [v for k, v in request.scope["headers"] if k == b"tracestate"]
-    state = b",".join(states)
-    if len(state) > models.TRACESTATE_MAX or not _TRACESTATE.match(state):
-        rule = (f"at most {models.TRACESTATE_MAX} characters of "
-                f"{models.PATTERN_HINTS[models.TRACESTATE_PATTERN]}")
-        raise errors.ValidationError(
-            f"tracestate header must be {rule}",
-            details=[{"field": "tracestate", "message": rule, "in": "header"}],
-        )
-    return parents[0].decode("ascii"), state.decode("ascii") or None
 
 
 def _with_context(message: models.MessageIn, context: tuple[str, str | None]) -> models.MessageIn:
