@@ -1,8 +1,9 @@
 """The storage contract: what QueueService needs from a database, documented once.
 
 A ``Backend`` opens transactions; a transaction (``Tx``) offers small, single-purpose
-statements. All rules (validation, backoff, quotas, dead-lettering decisions) live in
-``sqew.core``; a backend only stores and fetches, atomically.
+statements (those of API keys in ``key_contract``; the write session, the waiter and the lead
+in ``coordination``; the rows in ``rows``). All rules (validation, backoff, quotas,
+dead-lettering decisions) live in ``sqew.core``; a backend only stores and fetches, atomically.
 
 What a second backend (PostgreSQL, say) implements:
 
@@ -31,9 +32,16 @@ What a second backend (PostgreSQL, say) implements:
 from __future__ import annotations
 
 import abc
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
+
+# What a backend offers besides transactions (re-exported: they belong to the contract too).
+from sqew.backends.coordination import Lead as Lead
+from sqew.backends.coordination import Offload as Offload
+from sqew.backends.coordination import Waiter as Waiter
+from sqew.backends.coordination import WriteSession as WriteSession
+from sqew.backends.key_contract import KeyStatementsContract
 
 # The rows the contract's statements take and return (re-exported: they belong to it).
 from sqew.backends.rows import KeyRow as KeyRow
@@ -45,14 +53,14 @@ from sqew.backends.rows import QueueRow as QueueRow
 from sqew.core.clock import Clock, system_clock
 
 
-class Tx(abc.ABC):
+class Tx(KeyStatementsContract, abc.ABC):
     """One database transaction. Every method is one (or a few) statements."""
 
     @abc.abstractmethod
     def savepoint(self) -> AbstractContextManager[None]:
         """A nested scope: rolled back alone if the block raises, kept otherwise."""
 
-    def lock_queues(self, names: Iterable[str] | None) -> None:  # noqa: B027 (a hook)
+    def lock_queues(self, names: Iterable[str] | None) -> None:
         """Lock the rows of the queues named ``names`` (every queue if None; missing names are
         skipped) until the transaction ends, in one order (by id) in every transaction, before
         it touches their messages: then no two transactions each hold a row the other waits
@@ -61,7 +69,7 @@ class Tx(abc.ABC):
         Default: nothing (SQLite's write transaction holds the whole database).
         """
 
-    def notify(self, queues: Iterable[str]) -> None:  # noqa: B027 (a hook: no-op by default)
+    def notify(self, queues: Iterable[str]) -> None:
         """Tell other processes' waiters, when this transaction commits, that messages of
         ``queues`` may have become ready (the writers call it last, before the commit).
 
@@ -302,128 +310,6 @@ class Tx(abc.ABC):
         """Of the ``limit`` archived messages of a queue with the smallest ids, delete those
         acked at or before ``acked_before``; returns how many (bounded work for the reaper:
         the archive has no index on ``acked_at``)."""
-
-    # --- API keys -------------------------------------------------------------------------------
-    @abc.abstractmethod
-    def insert_key(self, row: KeyRow) -> None:
-        """Store a new API key (its hash, never the key)."""
-
-    @abc.abstractmethod
-    def get_key(self, key_id: str) -> KeyRow | None:
-        """The API key with id ``key_id``, or None."""
-
-    @abc.abstractmethod
-    def list_keys(self) -> list[KeyRow]:
-        """Every API key, oldest first."""
-
-    @abc.abstractmethod
-    def delete_key(self, key_id: str) -> bool:
-        """Remove an API key; True if there was one."""
-
-    @abc.abstractmethod
-    def delete_keys_of_queue(self, queue: str) -> int:
-        """Remove the API keys bound to ``queue``; returns how many."""
-
-    @abc.abstractmethod
-    def any_key(self) -> bool:
-        """Whether any API key exists."""
-
-    @abc.abstractmethod
-    def touch_keys(self, used: Sequence[tuple[str, int]]) -> None:
-        """Set ``last_used_at`` of keys from (key id, time) pairs (ids gone meanwhile are
-        skipped)."""
-
-
-Offload = Callable[[Callable[[], Any]], Awaitable[Any]]
-"""Runs a blocking call away from the event loop (a thread) and awaits its result."""
-
-
-class WriteSession(abc.ABC):
-    """A connection reserved for one group committer, its transactions taken step by step.
-
-    ``begin`` and ``commit`` are awaited on the server's event loop: whatever may wait in them
-    (a write lock held elsewhere, the disk) goes to ``offload``, so the loop goes on serving.
-    One transaction at a time.
-    """
-
-    tx: Tx
-    """The statements, on the session's connection (valid between a begin and its end)."""
-
-    @abc.abstractmethod
-    async def begin(self, offload: Offload) -> None:
-        """Begin a write transaction; waits (for a lock) run through ``offload``."""
-
-    @abc.abstractmethod
-    async def commit(self, offload: Offload) -> None:
-        """Commit the open transaction (rolled back, and the error raised, if that fails)."""
-
-    @abc.abstractmethod
-    def rollback(self) -> None:
-        """Roll back the open transaction, if any."""
-
-    @property
-    @abc.abstractmethod
-    def in_transaction(self) -> bool:
-        """Whether a transaction is open (some errors, a full disk, end it by themselves)."""
-
-    @abc.abstractmethod
-    def close(self) -> None:
-        """Roll back whatever is open and close the connection."""
-
-    def write_backlog(self) -> int | None:
-        """Bytes committed but not yet copied into the database proper (SQLite: the WAL's
-        frames not checkpointed yet, as last seen after a checkpoint); None where the backend
-        does not know (backpressure then ignores it). Cheap: no statement, a value kept."""
-        return None
-
-
-class Waiter(abc.ABC):
-    """Wakes long polls when messages of their queue may have become ready.
-
-    A commit of this process reports its queues through ``changed``; commits of other
-    processes (or replicas) are the backend's to notice (SQLite: its data version; PostgreSQL:
-    ``LISTEN/NOTIFY``). Safe to use from any thread and any event loop.
-    """
-
-    @abc.abstractmethod
-    def mark(self, queue: str) -> object:
-        """A mark taken *before* a claim; ``wait`` returns early on any change after it."""
-
-    @abc.abstractmethod
-    async def wait(self, queue: str, mark: object, timeout_s: float) -> None:
-        """Return once ``queue`` may have changed since ``mark``, on ``close`` or after
-        ``timeout_s`` seconds (spurious returns are allowed; missed changes are not)."""
-
-    @abc.abstractmethod
-    def changed(self, queues: Iterable[str]) -> None:
-        """This process committed writes that may make messages of ``queues`` ready."""
-
-    @abc.abstractmethod
-    def waiting(self, queue: str) -> int:
-        """How many waits on ``queue`` are in progress (tests and metrics observe it)."""
-
-    @property
-    @abc.abstractmethod
-    def closed(self) -> bool:
-        """Whether ``close`` was called."""
-
-    @abc.abstractmethod
-    def close(self) -> None:
-        """Wake every wait for good (shutdown)."""
-
-
-class Lead(abc.ABC):
-    """This process's turn at a role (``Backend.try_lead``): only one process per database
-    holds a role at a time, until it releases it or dies."""
-
-    @property
-    @abc.abstractmethod
-    def held(self) -> bool:
-        """False once lost (the connection holding it dropped)."""
-
-    @abc.abstractmethod
-    def release(self) -> None:
-        """Let another process take the role (idempotent)."""
 
 
 class Backend(abc.ABC):
