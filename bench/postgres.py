@@ -107,8 +107,9 @@ CLAIM = (
     "FOR UPDATE SKIP LOCKED) c WHERE m.id = c.id RETURNING m.id, m.token, m.payload"
 )
 DELETE_ONE = "DELETE FROM messages WHERE id = %s AND queue_id = 1 AND token = %s"
-DELETE_MANY = ("DELETE FROM messages m USING unnest(%s::bigint[], %s::text[]) AS a(id, token) "
-               "WHERE m.id = a.id AND m.queue_id = 1 AND m.token = a.token")
+# The ids as the index condition: joined to unnest() instead, a prepared statement's generic
+# plan (PostgreSQL's choice after five executions) reads every message.
+DELETE_MANY = "DELETE FROM messages WHERE id = ANY(%s) AND token = ANY(%s)"
 
 
 def raw_schema() -> list[str]:
