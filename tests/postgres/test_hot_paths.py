@@ -6,13 +6,19 @@ answers item by item as one ack at a time would."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
+import time
 from collections.abc import Iterator
 
+import psycopg
 import pytest
 
 import sqew
 from sqew import errors, models
 from sqew.backends import open_backend
+from sqew.backends.postgres import connection
+from sqew.core import signing
 from sqew.core.service import QueueService
 
 pytestmark = pytest.mark.postgres
@@ -106,6 +112,75 @@ def test_a_change_by_another_process_applies_to_the_next_enqueue(
     assert b.stats("q").ready == 1
 
 
+def test_limits_loosened_elsewhere_apply_to_the_next_enqueue(
+    two: tuple[sqew.LocalClient, sqew.LocalClient],
+) -> None:
+    # The limits a process keeps may only write: a refusal is the queue's current limits'.
+    a, b = two
+    b.create_queue("q", max_payload_bytes=100, retention_ms=60_000)
+    a.enqueue("q", "x")  # a keeps q's limits
+    b.update_queue("q", max_payload_bytes=1000, retention_ms=600_000)
+    a.enqueue("q", "x" * 500)
+    a.enqueue("q", 1, delay_ms=120_000)
+    a.update_queue("q", max_payload_bytes=2000)  # and in the same process
+    a.enqueue("q", "x" * 1500)
+    assert b.stats("q").enqueued_total == 4
+
+
+def test_a_rotated_hmac_secret_applies_to_the_next_signed_enqueue(pg_url: str) -> None:
+    old, new = "a" * 16, "b" * 16
+    body = b'{"payload":1}'
+    message = [models.MessageIn(payload=b"1")]
+    service = QueueService(open_backend(pg_url), reap_interval_ms=3_600_000)
+
+    async def run() -> None:
+        await service.create_queue(models.QueueCreate(name="q", hmac_secret=old))
+        await service.enqueue("q", message, signing.Proof(signing.header(old, body), body))
+        await service.update_queue("q", models.QueueSettings(hmac_secret=new))
+        await service.enqueue("q", message, signing.Proof(signing.header(new, body), body))
+        with pytest.raises(errors.InvalidSignature):
+            await service.enqueue("q", message, signing.Proof(signing.header(old, body), body))
+
+    try:
+        asyncio.run(run())
+    finally:
+        service.close()
+
+
+def test_an_ack_that_waited_for_a_message_another_took_says_not_found(pg_url: str) -> None:
+    client = sqew.LocalClient(pg_url)
+    info = connection.conninfo(pg_url)
+    try:
+        client.create_queue("q")
+        client.enqueue("q", 1)
+        (m,) = client.poll("q")
+        got: list[str] = []
+        with contextlib.closing(psycopg.connect(info, autocommit=True)) as other, \
+                contextlib.closing(psycopg.connect(info, autocommit=True)) as watch:
+            other.execute("BEGIN")
+            other.execute("SELECT id FROM queues WHERE name = 'q' FOR NO KEY UPDATE")
+            acking = threading.Thread(target=lambda: got.extend(
+                r.status for r in client.ack_batch("q", [(m.id, m.token)])))
+            acking.start()
+            deadline = time.monotonic() + 20
+            while watch.execute(  # the ack waits for the queue's row
+                "SELECT count(*) FROM pg_locks WHERE NOT granted AND pid IN "
+                "(SELECT pid FROM pg_stat_activity WHERE datname = current_database())"
+            ).fetchone() == (0,):
+                assert time.monotonic() < deadline, "the ack never waited for the queue's row"
+                time.sleep(0.01)
+            # Meanwhile the message goes (another consumer's ack of the same lease, say).
+            other.execute("DELETE FROM messages WHERE id = %s", (m.id,))
+            other.execute("UPDATE queues SET depth = depth - 1, acked_total = acked_total + 1 "
+                          "WHERE name = 'q'")
+            other.execute("COMMIT")
+            acking.join(20)
+        assert got == ["not_found"]  # not lease_lost: the message is not there
+        assert client.stats("q").acked_total == 1
+    finally:
+        client.close()
+
+
 def test_a_queue_made_lifo_by_another_process_is_claimed_lifo(
     two: tuple[sqew.LocalClient, sqew.LocalClient],
 ) -> None:
@@ -128,14 +203,15 @@ def test_an_ack_answers_item_by_item_as_one_at_a_time_would(
     a.enqueue_batch("q", [{"payload": i} for i in range(2)])
     m, n = a.poll("q", batch=2)
     results = a.ack_batch("q", [
-        (m.id, "f" * 32),  # not its token (yet): the lease is someone else's
+        (m.id, "f" * 32),  # not its token: the lease is someone else's
         (m.id, m.token),  # acked
         (m.id, m.token),  # acked already: no such message any more
+        (n.id, "e" * 32),  # not its token
         (n.id, n.token),  # acked
         (10**12, "f" * 32),  # never was
     ])
     assert [r.status for r in results] == [
-        "lease_lost", "acked", "not_found", "acked", "not_found"]
+        "lease_lost", "acked", "not_found", "lease_lost", "acked", "not_found"]
     stats = b.stats("q")
     assert (stats.ready + stats.leased, stats.acked_total) == (0, 2)
     assert sorted(r.id for r in b.scan("q", source="archive").messages) == [m.id, n.id]

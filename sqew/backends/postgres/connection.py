@@ -21,6 +21,7 @@ Limits (per ``sqew serve`` process or embedded Client; PostgreSQL's default
 from __future__ import annotations
 
 import select
+import selectors
 from typing import Any
 
 import psycopg
@@ -37,23 +38,14 @@ CHANNEL = "sqew"
 """The ``LISTEN``/``NOTIFY`` channel; a notification's payload is a queue name."""
 
 
-SESSION_OPTIONS = "-c plan_cache_mode=force_generic_plan"
-"""Server settings of every connection (libpq's ``options``, after the URL's own). sqew's
-statements are prepared (``PREPARE_THRESHOLD``) and written for one plan whatever their
-values (index conditions on ids and queues, the claim index in delivery order); left to
-choose, PostgreSQL plans the hot paths' statements anew at every execution (a quarter of a
-millisecond each, more than the execution) because their custom plans look cheaper."""
-
-
 def conninfo(url: str) -> str:
     """The libpq connection string of a ``postgresql+psycopg://`` or ``postgresql://`` URL,
-    with sqew's connect timeout unless the URL sets one, and its ``SESSION_OPTIONS``."""
+    with sqew's connect timeout unless the URL sets one."""
     text = "postgresql://" + url.split("://", 1)[1]
     params = pg_conninfo.conninfo_to_dict(text)  # raises ProgrammingError on a bad URL
-    extra: dict[str, Any] = {"options": f"{params.get('options', '')} {SESSION_OPTIONS}".strip()}
     if "connect_timeout" not in params:
-        extra["connect_timeout"] = CONNECT_TIMEOUT_S
-    return pg_conninfo.make_conninfo(text, **extra)
+        text = pg_conninfo.make_conninfo(text, connect_timeout=CONNECT_TIMEOUT_S)
+    return text
 
 
 def connect(info: str) -> psycopg.Connection[Any]:
@@ -67,6 +59,10 @@ def closed_by_server(conn: psycopg.Connection[Any]) -> bool:
     sends a last error and closes; a crash closes)."""
     if conn.closed or conn.broken:
         return True
+    if not hasattr(select, "poll"):  # (Windows)
+        with selectors.DefaultSelector() as selector:
+            selector.register(conn.pgconn.socket, selectors.EVENT_READ)
+            return bool(selector.select(0))
     poller = select.poll()
     poller.register(conn.pgconn.socket, select.POLLIN)
     return bool(poller.poll(0))

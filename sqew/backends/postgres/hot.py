@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from sqew import errors
 from sqew.backends.base import MessageRow, NewMessage, QueueLimits, QueueRow
 from sqew.backends.postgres.connection import CHANNEL
 from sqew.backends.sql import in_delivery_order
@@ -63,35 +64,46 @@ _ENQUEUE_MANY = _enqueue_sql(
 _ROW_COLUMNS = ("p", "pr", "a", "e", "av", "x", "l", "tp", "ts")  # NewMessage[1:]
 _encode_rows = msgspec.json.Encoder().encode
 
-_ACK = (
-    f"WITH q AS MATERIALIZED (SELECT {_QUEUE_COLS} FROM queues WHERE name = %(name)s "
-    "FOR NO KEY UPDATE), "
-    # The ids are the one index condition: the unary `+` keeps the planner off the indexes
-    # that lead with queue_id (without statistics, a fresh table's, it would read every
-    # message of the queue), and a generic plan (a prepared statement's) that joins the
-    # pairs instead reads every message too.
-    "d AS (DELETE FROM messages m WHERE m.id = ANY(CAST(%(ids)s AS BIGINT[])) "
-    "AND +m.queue_id = (SELECT id FROM q) AND (m.id, m.token) IN (SELECT * FROM "
-    "unnest(CAST(%(ids)s AS BIGINT[]), CAST(%(tokens)s AS TEXT[]))) "
-    "RETURNING m.id, m.token, m.queue_id, m.payload, m.priority, "
-    "m.attributes, m.attempts, m.enqueued_at, m.last_error, m.traceparent, m.tracestate), "
-    "arch AS (INSERT INTO archive (id, queue_id, payload, priority, attributes, attempts, "
-    "enqueued_at, acked_at, last_error, traceparent, tracestate) SELECT d.id, d.queue_id, "
-    "d.payload, d.priority, d.attributes, d.attempts, d.enqueued_at, %(now)s, d.last_error, "
-    "d.traceparent, d.tracestate FROM d, q WHERE q.archive), "
-    "k AS (SELECT count(*) AS n FROM d), "
-    "counted AS (UPDATE queues SET depth = queues.depth - k.n, "
-    "acked_total = queues.acked_total + k.n FROM q, k WHERE queues.id = q.id AND k.n > 0) "
-    f"SELECT {', '.join('q.' + c for c in QueueRow._fields)}, "
-    "ARRAY(SELECT d.id || ' ' || d.token FROM d), "
-    "ARRAY(SELECT m.id FROM messages m WHERE m.id = ANY(CAST(%(ids)s AS BIGINT[])) "
-    "AND +m.queue_id = q.id) FROM q"
+def _ack_sql(items: str) -> str:
+    """Ack the messages that ``items`` (a condition on ``m``) names, of the queue whose row
+    it locks first; the queue's row (as before) and ``"<id> <token>"`` of each message acked."""
+    return (
+        f"WITH q AS MATERIALIZED (SELECT {_QUEUE_COLS} FROM queues WHERE name = %(name)s "
+        "FOR NO KEY UPDATE), "
+        # The ids are the one index condition: the unary `+` keeps the planner off the
+        # indexes that lead with queue_id (without statistics, a fresh table's, it would read
+        # every message of the queue).
+        f"d AS (DELETE FROM messages m WHERE {items} AND +m.queue_id = (SELECT id FROM q) "
+        "RETURNING m.id, m.token, m.queue_id, m.payload, m.priority, m.attributes, "
+        "m.attempts, m.enqueued_at, m.last_error, m.traceparent, m.tracestate), "
+        "arch AS (INSERT INTO archive (id, queue_id, payload, priority, attributes, attempts, "
+        "enqueued_at, acked_at, last_error, traceparent, tracestate) SELECT d.id, d.queue_id, "
+        "d.payload, d.priority, d.attributes, d.attempts, d.enqueued_at, %(now)s, "
+        "d.last_error, d.traceparent, d.tracestate FROM d, q WHERE q.archive), "
+        "k AS (SELECT count(*) AS n FROM d), "
+        "counted AS (UPDATE queues SET depth = queues.depth - k.n, "
+        "acked_total = queues.acked_total + k.n FROM q, k WHERE queues.id = q.id AND k.n > 0) "
+        f"SELECT {', '.join('q.' + c for c in QueueRow._fields)}, "
+        "ARRAY(SELECT d.id || ' ' || d.token FROM d) FROM q"
+    )
+
+
+# One item: its id and token as parameters, so the plan PostgreSQL keeps for the prepared
+# statement (a generic one: as cheap as planning anew with the values) is the plan for any
+# values; more: as arrays, planned for their values at each run, spread over the items.
+_ACK_ONE = _ack_sql("m.id = %(id)s AND m.token = %(token)s")
+_ACK_MANY = _ack_sql(
+    "m.id = ANY(CAST(%(ids)s AS BIGINT[])) AND (m.id, m.token) IN (SELECT * FROM "
+    "unnest(CAST(%(ids)s AS BIGINT[]), CAST(%(tokens)s AS TEXT[])))"
+)
+_STILL_THERE = (
+    "SELECT id FROM messages WHERE id = ANY(CAST(%(ids)s AS BIGINT[])) AND +queue_id = %(q)s"
 )
 
 
-def _claim_sql(lifo: bool) -> str:
-    """The claim of a queue assumed FIFO (``lifo`` False) or LIFO; it claims nothing when the
-    queue is not, or when leases of it ended (``ended``)."""
+def _claim_sql(lifo: bool, limit: str) -> str:
+    """The claim of up to ``limit`` messages of a queue assumed FIFO (``lifo`` False) or LIFO;
+    it claims nothing when the queue is not, or when leases of it ended (``ended``)."""
     literal = "TRUE" if lifo else "FALSE"
     order = "priority DESC, id DESC" if lifo else "priority DESC, available_at, id"
     return (
@@ -104,14 +116,17 @@ def _claim_sql(lifo: bool) -> str:
         "WHERE id = ANY(ARRAY(SELECT id FROM messages WHERE queue_id = "
         f"(SELECT id FROM q WHERE NOT ended AND lifo = {literal}) "
         f"AND lease_expires_at IS NULL AND lifo = {literal} AND available_at <= %(now)s "
-        f"AND +expires_at > %(now)s ORDER BY {order} LIMIT %(n)s FOR UPDATE SKIP LOCKED)) "
+        f"AND +expires_at > %(now)s ORDER BY {order} LIMIT {limit} FOR UPDATE SKIP LOCKED)) "
         f"RETURNING {_MSG_COLS}) "
         f"SELECT {', '.join('q.' + c for c in QueueRow._fields)}, q.ended, "
         f"{', '.join('c.' + c for c in MessageRow._fields)} FROM q LEFT JOIN c ON TRUE"
     )
 
 
-_CLAIM = {False: _claim_sql(False), True: _claim_sql(True)}
+# (lifo, one message): a claim of one says LIMIT 1, so its kept plan is the plan for any
+# values (see _ACK_ONE); a claim of more is planned for its count.
+_CLAIM = {(lifo, one): _claim_sql(lifo, "1" if one else "%(n)s")
+          for lifo in (False, True) for one in (False, True)}
 
 
 class Limits:
@@ -133,6 +148,8 @@ class Limits:
 
     def set_lifo(self, name: str, lifo: bool) -> None:
         with self._lock:
+            if lifo and len(self.lifo) > 10_000:
+                self.lifo.clear()
             (self.lifo.add if lifo else self.lifo.discard)(name)
 
 
@@ -157,28 +174,40 @@ class PostgresHot:
     ) -> list[int] | None:
         kept = self.limits.enqueue.get(name)
         if kept is not None and not kept.max_depth and not kept.rate_limit_per_s:
-            rows = rows_for(kept)
-            if not rows:  # every request refused on its own: nothing to write
-                return []
-            params: dict[str, Any] = {
-                "n": len(rows), "name": name, "id": kept.id, "mpb": kept.max_payload_bytes,
-                "ret": kept.retention_ms, "lifo": kept.lifo, "secret": kept.hmac_secret,
-                "note": f"{self.origin} {name}",
-            }
-            if len(rows) == 1:
-                params.update(zip(_ROW_COLUMNS, rows[0][1:], strict=True))
-                sql = _ENQUEUE_ONE
-            else:
-                params["rows"] = _encode_rows([row[1:] for row in rows]).decode()
-                sql = _ENQUEUE_MANY
-            ids = [int(r[0]) for r in self._solo(sql, params).fetchall()]
-            if ids:
-                if self.ran_alone:  # its notification went out with it
-                    self.notified.add(name)
-                ids.sort()  # a sequence draws them in the order of the rows
-                return ids
-            # The queue changed (or went): its current limits, SqlTx's way.
+            # Kept limits may only write, never refuse: a refusal (a payload too large, a bad
+            # signature) is for the queue's current limits to make, which may have changed.
+            try:
+                rows = rows_for(kept)
+            except errors.SqewError:
+                rows = ()
+            if len(rows) == count:
+                ids = self._enqueue_kept(name, kept, rows)
+                if ids:
+                    return ids
+            # Refused, or the queue changed (or went): on its current limits, SqlTx's way.
         return super().enqueue_plain(name, count, self._remembering(rows_for))  # type: ignore[misc,no-any-return]
+
+    def _enqueue_kept(
+        self, name: str, kept: QueueLimits, rows: Sequence[NewMessage]
+    ) -> list[int]:
+        """Count and insert ``rows`` if the queue still has the ``kept`` limits; their ids
+        in order, or none."""
+        params: dict[str, Any] = {
+            "n": len(rows), "name": name, "id": kept.id, "mpb": kept.max_payload_bytes,
+            "ret": kept.retention_ms, "lifo": kept.lifo, "secret": kept.hmac_secret,
+            "note": f"{self.origin} {name}",
+        }
+        if len(rows) == 1:
+            params.update(zip(_ROW_COLUMNS, rows[0][1:], strict=True))
+            sql = _ENQUEUE_ONE
+        else:
+            params["rows"] = _encode_rows([row[1:] for row in rows]).decode()
+            sql = _ENQUEUE_MANY
+        ids = [int(r[0]) for r in self._solo(sql, params).fetchall()]
+        if ids and self.ran_alone:  # its notification went out with it
+            self.notified.add(name)
+        ids.sort()  # a sequence draws them in the order of the rows
+        return ids
 
     def _remembering(
         self, rows_for: Callable[[QueueLimits], Sequence[NewMessage]]
@@ -193,40 +222,56 @@ class PostgresHot:
         self, name: str, now: int, limit: int, visibility_ms: int | None
     ) -> tuple[QueueRow, list[MessageRow] | None] | None:
         lifo = name in self.limits.lifo
-        rows = self._solo(_CLAIM[lifo], {"now": now, "name": name, "vis": visibility_ms,
-                                         "n": limit}).fetchall()
+        rows = self._solo(_CLAIM[lifo, limit == 1], {
+            "now": now, "name": name, "vis": visibility_ms, "n": limit,
+        }).fetchall()
         if not rows:
             return None
         q = QueueRow._make(rows[0][:_NQ])
-        if rows[0][_NQ]:  # leases ended: nothing was claimed
-            return q, None
         if bool(q.lifo) != lifo:  # this process had its order wrong: nothing was claimed
             self.limits.set_lifo(name, bool(q.lifo))
-            vis = q.visibility_ms if visibility_ms is None else visibility_ms
-            return q, self.claim(q.id, bool(q.lifo), now, limit, now + vis)
+            if not rows[0][_NQ]:
+                vis = q.visibility_ms if visibility_ms is None else visibility_ms
+                return q, self.claim(q.id, bool(q.lifo), now, limit, now + vis)
+        if rows[0][_NQ]:  # leases ended: nothing was claimed
+            return q, None
         claimed = [MessageRow._make(r[_NQ + 1:]) for r in rows if r[_NQ + 1] is not None]
         return q, in_delivery_order(claimed, lifo)
 
     def ack_by_name(
         self, name: str, items: Sequence[tuple[int, str]], now: int
     ) -> tuple[QueueRow, list[bool | None]] | None:
-        row = self._solo(_ACK, {
-            "name": name, "ids": [i for i, _ in items], "tokens": [t for _, t in items],
-            "now": now,
-        }).fetchone()
+        if len(items) == 1:
+            params: dict[str, Any] = {"name": name, "id": items[0][0], "token": items[0][1],
+                                      "now": now}
+            row = self._solo(_ACK_ONE, params).fetchone()
+        else:
+            row = self._solo(_ACK_MANY, {
+                "name": name, "ids": [i for i, _ in items], "tokens": [t for _, t in items],
+                "now": now,
+            }).fetchone()
         if row is None:
             return None
         q = QueueRow._make(row[:_NQ])
         deleted = set(row[_NQ])  # "<id> <token>" of each message acked
-        existed = set(row[_NQ + 1])  # ids of the items' messages before the statement
         done: set[int] = set()
         out: list[bool | None] = []
-        for msg_id, token in items:  # as one ack at a time would have answered
+        missed: dict[int, int] = {}  # item index → id: not acked, and not acked before it
+        for index, (msg_id, token) in enumerate(items):  # as one ack at a time would answer
             if msg_id not in done and f"{msg_id} {token}" in deleted:
                 done.add(msg_id)
                 out.append(True)
-            elif msg_id in done or msg_id not in existed:
-                out.append(None)
-            else:
-                out.append(False)
+                continue
+            out.append(None)  # (an item repeating one acked before it: that message is gone)
+            if msg_id not in done:
+                missed[index] = msg_id
+        # A miss of a message a later item acked: it was there (under another token). Other
+        # misses (rare): whether they are there, read afresh (the statement's snapshot predates
+        # its wait for the queue's row, during which another transaction may have taken it).
+        unknown = {i for i in missed.values() if i not in done}
+        there = {int(r[0]) for r in self._solo(
+            _STILL_THERE, {"ids": sorted(unknown), "q": q.id}).fetchall()} if unknown else set()
+        for index, msg_id in missed.items():
+            if msg_id in done or msg_id in there:
+                out[index] = False
         return q, out
