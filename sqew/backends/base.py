@@ -118,8 +118,8 @@ class Tx(KeyStatementsContract, abc.ABC):
     ) -> list[int] | None:
         """Count ``count`` new messages on queue ``name`` and insert the rows that
         ``rows_for`` builds from the queue's limits (it validates, and may raise: then the
-        caller rolls back); the new ids in order, or None if there is no such queue. Rows
-        fewer than ``count`` (requests refused on their own) are counted as inserted.
+        caller rolls back); the new ids in order, or None if there is no such queue. Only the
+        rows inserted are counted (fewer than ``count`` when requests were refused on their own).
 
         ``depth`` and the rate-limit bucket in the limits are current (after counting
         ``count``) when the queue has a quota (``max_depth``, ``rate_limit_per_s``); without
