@@ -7,13 +7,15 @@ round trip (``PostgresTx.solo``: sent without ``BEGIN``, it commits by itself).
 - **Enqueue** builds its rows from the queue's limits kept from an earlier enqueue (``Limits``,
   per backend, i.e. per process), and its statement counts and inserts only if the queue row
   still has them (same id, same settings, no quota): otherwise it writes nothing, and the
-  enqueue runs again on the queue's current limits (``SqlTx``'s way, which refreshes them). A
-  queue with a quota always goes that way: admitting needs its current depth and bucket.
+  enqueue runs again on the queue's current limits (``SqlTx``'s way, which refreshes them). Kept
+  limits only ever let an enqueue write: one they would refuse runs on the current limits too.
+  A queue with a quota always goes that way: admitting needs its current depth and bucket.
 - **Claim** reads the queue and claims in one statement, unless leases of the queue ended
   (then it claims nothing and says so); it assumes the queue's order (FIFO unless this
   process saw it LIFO) and claims again in the other when the queue says it was wrong.
 - **Ack** locks the queue's row first (the lock order of every write), deletes (or archives)
-  the messages and counts them, and reads which of the rest exist.
+  the messages and counts them; items that missed (rare) are looked up by one more statement,
+  whose snapshot is fresh (the ack's predates its wait for the queue's row).
 """
 
 from __future__ import annotations
