@@ -81,8 +81,10 @@ def test_a_reaper_run_locks_one_queue_at_a_time(pg_url: str) -> None:
             # The run goes by name through the queues with work: a, then b, whose row is held.
             assert observer.wait_for(1), "a's transaction never ended"
             deadline = time.monotonic() + WAIT_S
-            while watch.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone() \
-                    == (0,):  # (no event to wait for in another session's lock wait)
+            while watch.execute(  # (pg_locks is the whole server's: this database's waits)
+                "SELECT count(*) FROM pg_locks WHERE NOT granted AND pid IN "
+                "(SELECT pid FROM pg_stat_activity WHERE datname = current_database())"
+            ).fetchone() == (0,):  # (no event to wait for in another session's lock wait)
                 assert time.monotonic() < deadline, "the reaper never waited for b's row"
                 time.sleep(0.01)
 
@@ -102,6 +104,34 @@ def test_a_reaper_run_locks_one_queue_at_a_time(pg_url: str) -> None:
         b = client.stats("b")
         assert (b.ready, b.expired_total) == (0, 3)
         assert client.stats("a").ready == 1
+    finally:
+        client.close()
+        reaper.close()
+
+
+def test_a_reaper_run_skips_idempotency_records_an_enqueue_holds(pg_url: str) -> None:
+    """The idempotency records' share of a run locks no queue, so it must not wait for a
+    record another transaction holds (an enqueue reusing an expired key): that could close a
+    cycle. It skips it; a later run takes it."""
+    clock = ManualClock()
+    server = pg_support.cluster().server
+    dbname = pg_url.rsplit("/", 1)[1]
+    client = sqew.LocalClient(pg_url, clock=clock, reap_interval_ms=10**9)
+    reaper = QueueService(open_backend(pg_url), clock=clock, reap_when_due=False)
+    try:
+        client.create_queue("q", dedup_window_ms=1000)
+        client.enqueue_batch("q", [{"payload": i, "idempotency_key": f"k{i}"} for i in range(3)])
+        clock.advance(2000)  # every key's window ended
+        # (the holder closes before the pool waits for its thread: a run that waited for k0
+        # fails the test, then ends)
+        with ThreadPoolExecutor(max_workers=1) as pool, \
+                contextlib.closing(server.connect(dbname)) as holder:
+            holder.execute("BEGIN")
+            holder.execute("SELECT key FROM dedup WHERE key = 'k0' FOR UPDATE")
+            reaped = pool.submit(lambda: run_sync(reaper.reap())).result(timeout=WAIT_S)
+            assert reaped.tombstones == 2  # k1 and k2; k0 held
+            holder.execute("COMMIT")
+        assert run_sync(reaper.reap()).tombstones == 1
     finally:
         client.close()
         reaper.close()

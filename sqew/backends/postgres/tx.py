@@ -189,10 +189,12 @@ class PostgresTx(PostgresHot, SqlTx):
         return sorted(int(r[0]) for r in self._all(_INSERT_MANY, params))
 
     def reap_dedup(self, queue_id: int | None, now: int, limit: int) -> int:
-        """By ``ctid`` (the row's physical address): no key lookup per deleted row."""
+        """By ``ctid`` (the row's physical address): no key lookup per deleted row. Records an
+        enqueue holds (reusing an expired key) are skipped, not waited for: the reaper locks no
+        queue for this, so waiting could close a cycle with that enqueue."""
         where = "expires_at <= :now" + (" AND queue_id = :q" if queue_id is not None else "")
         return self._rowcount(
             "DELETE FROM dedup WHERE ctid = ANY(ARRAY("
-            f"SELECT ctid FROM dedup WHERE {where} LIMIT :n))",
+            f"SELECT ctid FROM dedup WHERE {where} LIMIT :n FOR UPDATE SKIP LOCKED))",
             {"now": now, "q": queue_id, "n": limit},
         )
