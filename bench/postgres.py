@@ -39,6 +39,7 @@ import importlib.util
 import json
 import multiprocessing
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -441,6 +442,7 @@ def _http(db: Database, sizes: Sizes, out: Callable[[str], None]) -> dict[str, A
         out(f"  wake-up across replicas: median {statistics.median(wake):.1f} ms, "
             f"max {max(wake):.1f} ms")
     db.server.drop_database("http_run")
+    shutil.rmtree(logs, ignore_errors=True)  # (kept when the run failed: what went wrong)
     cells = {k: {"msgs_s": statistics.median(v["rates"]), "wal": statistics.median(v["wal"]),
                  "valid": v["valid"]} for k, v in got.items()}
     return {"cells": cells, "wake_ms": wake}
