@@ -22,7 +22,9 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import pgserver
 import pytest
@@ -138,3 +140,16 @@ def shutdown() -> None:
         if _cluster is not None:
             _cluster.server.destroy()
             _cluster = None
+
+
+def until_a_lock_wait(watch: Any, what: str, within_s: float = 20) -> None:
+    """Return once a session of ``watch``'s database waits for a lock (``pg_locks`` is the
+    whole server's: other tests' waits are in other databases); fail with ``what`` after
+    ``within_s``. (No event tells of another session's lock wait: this polls.)"""
+    deadline = time.monotonic() + within_s
+    while watch.execute(
+        "SELECT count(*) FROM pg_locks WHERE NOT granted AND pid IN "
+        "(SELECT pid FROM pg_stat_activity WHERE datname = current_database())"
+    ).fetchone() == (0,):
+        assert time.monotonic() < deadline, f"{what} never waited for the lock"
+        time.sleep(0.01)

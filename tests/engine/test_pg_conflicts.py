@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -79,14 +78,7 @@ def test_a_write_aborted_by_a_deadlock_runs_again_and_commits(
 
             thread = threading.Thread(target=run)
             thread.start()
-            deadline = time.monotonic() + 20
-            # (pg_locks is the whole server's: other tests' waits are in other databases)
-            while watch.execute(
-                "SELECT count(*) FROM pg_locks WHERE NOT granted AND pid IN "
-                "(SELECT pid FROM pg_stat_activity WHERE datname = current_database())"
-            ).fetchone() == (0,):  # the op holds a and waits for b
-                assert time.monotonic() < deadline, "the write never waited for the lock"
-                time.sleep(0.01)
+            pg_support.until_a_lock_wait(watch, "the write")  # it holds a and waits for b
             # Now b's holder wants a: a cycle. PostgreSQL aborts the op's transaction, whose
             # second run then waits for this one to commit.
             other.execute("UPDATE queues SET acked_total = acked_total + 10 WHERE name = 'a'")

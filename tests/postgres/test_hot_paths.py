@@ -8,9 +8,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import time
 from collections.abc import Iterator
 
+import pg_support
 import psycopg
 import pytest
 
@@ -162,13 +162,7 @@ def test_an_ack_that_waited_for_a_message_another_took_says_not_found(pg_url: st
             acking = threading.Thread(target=lambda: got.extend(
                 r.status for r in client.ack_batch("q", [(m.id, m.token)])))
             acking.start()
-            deadline = time.monotonic() + 20
-            while watch.execute(  # the ack waits for the queue's row
-                "SELECT count(*) FROM pg_locks WHERE NOT granted AND pid IN "
-                "(SELECT pid FROM pg_stat_activity WHERE datname = current_database())"
-            ).fetchone() == (0,):
-                assert time.monotonic() < deadline, "the ack never waited for the queue's row"
-                time.sleep(0.01)
+            pg_support.until_a_lock_wait(watch, "the ack")  # for the queue's row
             # Meanwhile the message goes (another consumer's ack of the same lease, say).
             other.execute("DELETE FROM messages WHERE id = %s", (m.id,))
             other.execute("UPDATE queues SET depth = depth - 1, acked_total = acked_total + 1 "

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -80,13 +79,7 @@ def test_a_reaper_run_locks_one_queue_at_a_time(pg_url: str) -> None:
             thread.start()
             # The run goes by name through the queues with work: a, then b, whose row is held.
             assert observer.wait_for(1), "a's transaction never ended"
-            deadline = time.monotonic() + WAIT_S
-            while watch.execute(  # (pg_locks is the whole server's: this database's waits)
-                "SELECT count(*) FROM pg_locks WHERE NOT granted AND pid IN "
-                "(SELECT pid FROM pg_stat_activity WHERE datname = current_database())"
-            ).fetchone() == (0,):  # (no event to wait for in another session's lock wait)
-                assert time.monotonic() < deadline, "the reaper never waited for b's row"
-                time.sleep(0.01)
+            pg_support.until_a_lock_wait(watch, "the reaper", WAIT_S)  # for b's row
 
             # a's share is committed while the run waits for b ...
             a = client.stats("a")

@@ -3,7 +3,7 @@ statements."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from psycopg.pq import TransactionStatus
@@ -58,23 +58,20 @@ class _Statements(PyformatConnection):
         self.begin: str | None = None
 
     def execute(self, sql: str, params: Any = None) -> Any:
-        begin, self.begin = self.begin, None
-        if begin is None:
-            return super().execute(sql, params)
-        with self.conn.pipeline():
-            self.conn.execute(begin)
-            cursor = super().execute(sql, params)
-        return cursor
+        return self._after_begin(lambda: super(_Statements, self).execute(sql, params))
 
     def execute_pyformat(self, sql: str, params: Any) -> Any:
         """``execute`` of a statement written with ``%(name)s`` parameters already."""
+        return self._after_begin(lambda: self.conn.execute(sql, params))
+
+    def _after_begin(self, run: Callable[[], Any]) -> Any:
+        """``run()``'s cursor, in one round trip with the pending ``BEGIN`` if there is one."""
         begin, self.begin = self.begin, None
         if begin is None:
-            return self.conn.execute(sql, params)
+            return run()
         with self.conn.pipeline():
             self.conn.execute(begin)
-            cursor = self.conn.execute(sql, params)
-        return cursor
+            return run()
 
     def executemany(self, sql: str, rows: Sequence[Any]) -> Any:
         begin, self.begin = self.begin, None
