@@ -20,6 +20,7 @@ round trip (``PostgresTx.solo``: sent without ``BEGIN``, it commits by itself).
 
 from __future__ import annotations
 
+import secrets
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -29,7 +30,7 @@ import msgspec
 from sqew import errors
 from sqew.backends.base import MessageRow, NewMessage, QueueLimits, QueueRow
 from sqew.backends.postgres.connection import CHANNEL
-from sqew.backends.sql import in_delivery_order
+from sqew.backends.sql import SqlTx, in_delivery_order
 
 _QUEUE_COLS = ", ".join(QueueRow._fields)
 _MSG_COLS = ", ".join(MessageRow._fields)
@@ -66,9 +67,10 @@ _ENQUEUE_MANY = _enqueue_sql(
 _ROW_COLUMNS = ("p", "pr", "a", "e", "av", "x", "l", "tp", "ts")  # NewMessage[1:]
 _encode_rows = msgspec.json.Encoder().encode
 
-def _ack_sql(items: str) -> str:
+def _ack_sql(items: str, acked: str) -> str:
     """Ack the messages that ``items`` (a condition on ``m``) names, of the queue whose row
-    it locks first; the queue's row (as before) and ``"<id> <token>"`` of each message acked."""
+    it locks first, counting ``acked`` (how many, given that some were); the queue's row (as
+    before) and ``"<id> <token>"`` of each message acked."""
     return (
         f"WITH q AS MATERIALIZED (SELECT {_QUEUE_COLS} FROM queues WHERE name = %(name)s "
         "FOR NO KEY UPDATE), "
@@ -82,21 +84,21 @@ def _ack_sql(items: str) -> str:
         "enqueued_at, acked_at, last_error, traceparent, tracestate) SELECT d.id, d.queue_id, "
         "d.payload, d.priority, d.attributes, d.attempts, d.enqueued_at, %(now)s, "
         "d.last_error, d.traceparent, d.tracestate FROM d, q WHERE q.archive), "
-        "k AS (SELECT count(*) AS n FROM d), "
-        "counted AS (UPDATE queues SET depth = queues.depth - k.n, "
-        "acked_total = queues.acked_total + k.n FROM q, k WHERE queues.id = q.id AND k.n > 0) "
+        f"counted AS (UPDATE queues SET depth = depth - {acked}, "
+        f"acked_total = acked_total + {acked} WHERE id = (SELECT id FROM q) "
+        "AND EXISTS (SELECT FROM d)) "
         f"SELECT {', '.join('q.' + c for c in QueueRow._fields)}, "
         "ARRAY(SELECT d.id || ' ' || d.token FROM d) FROM q"
     )
 
 
-# One item: its id and token as parameters, so the plan PostgreSQL keeps for the prepared
-# statement (a generic one: as cheap as planning anew with the values) is the plan for any
-# values; more: as arrays, planned for their values at each run, spread over the items.
-_ACK_ONE = _ack_sql("m.id = %(id)s AND m.token = %(token)s")
+# One item: its id and token as parameters, and a count known once it was acked (cheaper for
+# the server than counting); more: as arrays (one statement for any number), counted.
+_ACK_ONE = _ack_sql("m.id = %(id)s AND m.token = %(token)s", "1")
 _ACK_MANY = _ack_sql(
     "m.id = ANY(CAST(%(ids)s AS BIGINT[])) AND (m.id, m.token) IN (SELECT * FROM "
-    "unnest(CAST(%(ids)s AS BIGINT[]), CAST(%(tokens)s AS TEXT[])))"
+    "unnest(CAST(%(ids)s AS BIGINT[]), CAST(%(tokens)s AS TEXT[])))",
+    "(SELECT count(*) FROM d)",
 )
 _STILL_THERE = (
     "SELECT id FROM messages WHERE id = ANY(CAST(%(ids)s AS BIGINT[])) AND +queue_id = %(q)s"
@@ -112,9 +114,10 @@ _STILL_THERE = (
 _NOW = "(SELECT CAST(%(now)s AS BIGINT))"
 
 
-def _claim_sql(lifo: bool, limit: str) -> str:
-    """The claim of up to ``limit`` messages of a queue assumed FIFO (``lifo`` False) or LIFO;
-    it claims nothing when the queue is not, or when leases of it ended (``ended``)."""
+def _claim_sql(lifo: bool, limit: str, token: str) -> str:
+    """The claim of up to ``limit`` messages of a queue assumed FIFO (``lifo`` False) or LIFO,
+    each leased under ``token``; it claims nothing when the queue is not, or when leases of it
+    ended (``ended``)."""
     literal = "TRUE" if lifo else "FALSE"
     order = "priority DESC, id DESC" if lifo else "priority DESC, available_at, id"
     return (
@@ -123,7 +126,7 @@ def _claim_sql(lifo: bool, limit: str) -> str:
         f"AND m.lease_expires_at <= {_NOW}) AS ended FROM queues WHERE name = %(name)s), "
         "c AS (UPDATE messages SET lease_expires_at = %(now)s + "
         "COALESCE(CAST(%(vis)s AS BIGINT), (SELECT visibility_ms FROM q)), "
-        "token = replace(CAST(gen_random_uuid() AS TEXT), '-', ''), attempts = attempts + 1 "
+        f"token = {token}, attempts = attempts + 1 "
         "WHERE id = ANY(ARRAY(SELECT id FROM messages WHERE queue_id = "
         f"(SELECT id FROM q WHERE NOT ended AND lifo = {literal}) "
         f"AND lease_expires_at IS NULL AND lifo = {literal} AND available_at <= {_NOW} "
@@ -134,10 +137,14 @@ def _claim_sql(lifo: bool, limit: str) -> str:
     )
 
 
-# (lifo, one message): a claim of one says LIMIT 1, so its kept plan is the plan for any
-# values (see _ACK_ONE); a claim of more is planned for its count.
-_CLAIM = {(lifo, one): _claim_sql(lifo, "1" if one else "(SELECT CAST(%(n)s AS INT))")
-          for lifo in (False, True) for one in (False, True)}
+# (lifo, one message): a claim of one says LIMIT 1 and takes its token from this process's
+# secure random source (the server's costs it more than the rest of the update); a claim of
+# more counts as an InitPlan (see _NOW) and draws a token per message from the server's.
+_CLAIM = {
+    **{(lifo, True): _claim_sql(lifo, "1", "%(token)s") for lifo in (False, True)},
+    **{(lifo, False): _claim_sql(lifo, "(SELECT CAST(%(n)s AS INT))", SqlTx.NEW_TOKEN)
+       for lifo in (False, True)},
+}
 
 
 class Limits:
@@ -235,6 +242,7 @@ class PostgresHot:
         lifo = name in self.limits.lifo
         rows = self._solo(_CLAIM[lifo, limit == 1], {
             "now": now, "name": name, "vis": visibility_ms, "n": limit,
+            "token": secrets.token_hex(16),
         }).fetchall()
         if not rows:
             return None
