@@ -7,7 +7,8 @@ for its WAL flush (the WAL writer flushes within ``wal_writer_delay``, 200 ms; a
 machine can lose the last moments of commits, never corrupt anything). On this VM a flush takes
 ~4 ms, so with commits waiting for it every one-message measure is ~250 transactions a second
 for anyone, and the ratios would say nothing about the code; ``--durable`` runs with the
-server's defaults instead (``fsync``, ``synchronous_commit`` on). It measures, on 200-byte JSON
+server's defaults instead (``fsync``, ``synchronous_commit`` on). Autovacuum is off (``STEADY``)
+so that every round measures tables without statistics. It measures, on 200-byte JSON
 payloads given as Python values:
 
 * **raw psycopg** on a ``messages`` table of sqew's shape (its columns and indexes, from
