@@ -44,6 +44,7 @@ from sqew.backends.coordination import WriteSession as WriteSession
 from sqew.backends.key_contract import KeyStatementsContract
 
 # The rows the contract's statements take and return (re-exported: they belong to it).
+from sqew.backends.rows import ClaimQueue as ClaimQueue
 from sqew.backends.rows import KeyRow as KeyRow
 from sqew.backends.rows import MessageRow as MessageRow
 from sqew.backends.rows import NewMessage as NewMessage
@@ -131,7 +132,7 @@ class Tx(KeyStatementsContract, abc.ABC):
     @abc.abstractmethod
     def claim_by_name(
         self, name: str, now: int, limit: int, visibility_ms: int | None
-    ) -> tuple[QueueRow, list[MessageRow] | None] | None:
+    ) -> tuple[ClaimQueue, list[MessageRow] | None] | None:
         """Lease up to ``limit`` ready messages of queue ``name`` (``claim``) until ``now`` +
         ``visibility_ms`` (the queue's own when None): the queue and the messages; None if
         there is no such queue. When leases of the queue ended at or before ``now``, nothing
@@ -142,12 +143,12 @@ class Tx(KeyStatementsContract, abc.ABC):
     @abc.abstractmethod
     def ack_by_name(
         self, name: str, items: Sequence[tuple[int, str]], now: int
-    ) -> tuple[QueueRow, list[bool | None]] | None:
+    ) -> list[bool | None] | None:
         """Acknowledge ``(id, token)`` items of queue ``name`` in order (``ack``: delete, or
         archive on a queue that archives) and count them (``depth``, ``acked_total``): per
         item True if acked, False if the message is there under another token (its lease
         was lost), None if there is no such message (an item repeating an acked one
-        included); the queue (counters as before), or None if there is no such queue.
+        included); or None if there is no such queue.
         """
 
     @abc.abstractmethod

@@ -53,6 +53,15 @@ class QueueLimits(NamedTuple):
     enqueue's transaction, so a secret just changed applies to the next enqueue."""
 
 
+class ClaimQueue(NamedTuple):
+    """What a poll needs of its queue (``Tx.claim_by_name``): its messages are handed out
+    under its name and signed with its HMAC secret; a narrow row is a cheaper answer."""
+
+    id: int
+    name: str
+    hmac_secret: str | None
+
+
 class QueueCounts(NamedTuple):
     """A queue's maintained counters and its live counts (``Tx.all_counts``): what its stats
     need, narrow, since a metrics scrape reads it for every queue."""

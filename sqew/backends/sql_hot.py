@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from sqew.backends.base import MessageRow, NewMessage, QueueLimits, QueueRow
+from sqew.backends.base import ClaimQueue, MessageRow, NewMessage, QueueLimits, QueueRow
 
 
 class HotStatements:
@@ -44,19 +44,20 @@ class HotStatements:
 
     def claim_by_name(
         self, name: str, now: int, limit: int, visibility_ms: int | None
-    ) -> tuple[QueueRow, list[MessageRow] | None] | None:
+    ) -> tuple[ClaimQueue, list[MessageRow] | None] | None:
         found = self.get_queue_for_claim(name, now)
         if found is None:
             return None
         q, leases_ended = found
+        queue = ClaimQueue(q.id, q.name, q.hmac_secret)
         if leases_ended:
-            return q, None
+            return queue, None
         vis = q.visibility_ms if visibility_ms is None else visibility_ms
-        return q, self.claim(q.id, bool(q.lifo), now, limit, now + vis)
+        return queue, self.claim(q.id, bool(q.lifo), now, limit, now + vis)
 
     def ack_by_name(
         self, name: str, items: Sequence[tuple[int, str]], now: int
-    ) -> tuple[QueueRow, list[bool | None]] | None:
+    ) -> list[bool | None] | None:
         # Count every item as acked in the statement that finds the queue (acks rarely
         # miss), then take the misses back.
         n = len(items)
@@ -71,4 +72,4 @@ class HotStatements:
                 out.append(False if self.message_exists(q.id, msg_id) else None)
         missed = out.count(False) + out.count(None)
         self.add_counters(q.id, depth=missed, acked_total=-missed)  # skips a zero delta
-        return q, out
+        return out

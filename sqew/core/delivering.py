@@ -118,9 +118,10 @@ def claim(
     dlq = None
     if rows is None:  # leases ended: sweep them (the queue's rows first), then claim
         tx.lock_queues((q.name, rules.dlq_name(q.name)))
-        dlq = expire_leases(tx, q, now)
-        vis = q.visibility_ms if visibility_ms is None else visibility_ms
-        rows = tx.claim(q.id, bool(q.lifo), now, batch, now + vis)
+        full = queue_row(tx, q.name)  # (read under its lock)
+        dlq = expire_leases(tx, full, now)
+        vis = full.visibility_ms if visibility_ms is None else visibility_ms
+        rows = tx.claim(full.id, bool(full.lifo), now, batch, now + vis)
     due = tx.next_due(q.id, now) if want_due and not rows else None
     return [views.leased(r, q) for r in rows], due, dlq
 
@@ -154,7 +155,7 @@ def ack(
     found = tx.ack_by_name(queue, [item for items in requests for item in items], now)
     if found is None:
         raise errors.queue_not_found(queue)
-    outcomes = iter(found[1])
+    outcomes = iter(found)
     return [
         [models.ItemResult(msg_id, _ACK_RESULT[next(outcomes)]) for msg_id, _ in items]
         for items in requests

@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 
 from sqew import models, queue_settings
-from sqew.backends.base import MessageRow, QueueCounts, QueueRow
+from sqew.backends.base import ClaimQueue, MessageRow, QueueCounts, QueueRow
 from sqew.core import rules, signing
 
 _decode_attrs = msgspec.json.Decoder(dict[str, str]).decode
@@ -65,7 +65,7 @@ def _message_fields(row: MessageRow, queue_name: str) -> dict[str, Any]:
     }
 
 
-def leased(row: MessageRow, q: QueueRow) -> models.LeasedMessage:
+def leased(row: MessageRow, q: ClaimQueue) -> models.LeasedMessage:
     """A message just leased, signed when its queue has an HMAC secret."""
     m = models.LeasedMessage(
         id=row.id,

@@ -21,7 +21,7 @@ from sqlalchemy import text
 from sqlalchemy.dialects.postgresql import psycopg
 
 from sqew.backends import open_backend
-from sqew.backends.base import KeyRow, QueueRow, Tx
+from sqew.backends.base import ClaimQueue, KeyRow, QueueRow, Tx
 from sqew.backends.paramstyle import pyformat
 from sqew.backends.sql import INSERT_CHUNK, SqlTx
 from sqew.backends.sqlite import SqliteTx, connection
@@ -142,7 +142,9 @@ def every_statement(calls: Calls) -> None:
     tx.dead_letter(b.id, dlq, now, None, "q")
     with tx.savepoint():
         assert tx.get_queue_for_claim("q", now + 10)[1]
-        assert tx.claim_by_name("q", now + 10, 1, None) == (tx.get_queue("q"), None)
+        q = tx.get_queue("q")
+        assert tx.claim_by_name("q", now + 10, 1, None) == (
+            ClaimQueue(q.id, q.name, q.hmac_secret), None)
     assert tx.dead_letter_expired(qid, now + 10, 1, dlq, "q") == 1  # c
     assert tx.release_expired(qid, now + 100) == 1  # d
     assert [m.origin_queue for m in tx.list_messages(dlq_id, 0, 10)] == ["q", "q"]
@@ -171,7 +173,7 @@ def every_statement(calls: Calls) -> None:
     assert tx.get_queue("q").depth == depth + 1
     got_q, (m,) = tx.claim_by_name("q", now, 5, 7)
     assert (got_q.id, m.id, m.lease_expires_at) == (qid, new_id, now + 7)
-    assert tx.ack_by_name("q", [(m.id, "other"), (m.id, m.token), (m.id, m.token)], now)[1] \
+    assert tx.ack_by_name("q", [(m.id, "other"), (m.id, m.token), (m.id, m.token)], now) \
         == [False, True, None]  # lease lost; acked; no such message any more
     assert tx.get_queue("q").depth == depth
     tx.delete_queue(qid)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from collections.abc import Iterator
 
 import pg_support
@@ -17,7 +18,7 @@ import pytest
 import sqew
 from sqew import errors, models
 from sqew.backends import open_backend
-from sqew.backends.postgres import connection
+from sqew.backends.postgres import connection, hot
 from sqew.core import signing
 from sqew.core.service import QueueService
 
@@ -209,3 +210,51 @@ def test_an_ack_answers_item_by_item_as_one_at_a_time_would(
     stats = b.stats("q")
     assert (stats.ready + stats.leased, stats.acked_total) == (0, 2)
     assert sorted(r.id for r in b.scan("q", source="archive").messages) == [m.id, n.id]
+
+
+def test_a_claim_gives_each_message_its_own_token_and_an_ack_pairs_them_by_id(
+    two: tuple[sqew.LocalClient, sqew.LocalClient],
+) -> None:
+    # Tokens come from the polling process, one per message, assigned in claim order; an ack
+    # of distinct ids pairs each id with its own token, never with another item's.
+    a, b = two
+    b.create_queue("q")
+    a.enqueue_batch("q", [{"payload": i} for i in range(6)])
+    got = a.poll("q", batch=6)
+    tokens = [m.token for m in got]
+    assert len(set(tokens)) == 6
+    assert all(len(t) == 32 and int(t, 16) >= 0 for t in tokens)
+    m0, m1, *rest = got
+    results = a.ack_batch("q", [(m0.id, m1.token), (m1.id, m0.token)]
+                          + [(m.id, m.token) for m in rest])
+    assert [r.status for r in results] == ["lease_lost", "lease_lost"] + ["acked"] * 4
+    assert [r.status for r in b.ack_batch("q", [(m1.id, m1.token), (m0.id, m0.token)])] \
+        == ["acked", "acked"]
+    stats = b.stats("q")
+    assert (stats.ready + stats.leased, stats.acked_total) == (0, 6)
+
+
+def test_claims_and_acks_of_more_than_pair_by_position_allows(pg_url: str) -> None:
+    count = hot.BY_POSITION_MAX + 20
+    backend = open_backend(pg_url)
+    client = sqew.LocalClient(pg_url)
+    try:
+        client.create_queue("q")
+        for start in range(0, count, 100):
+            client.enqueue_batch("q", [{"payload": i} for i in range(start, min(start + 100,
+                                                                                   count))])
+        # (a claim of more than a poll's batch: a server's merged polls)
+        with backend.write() as tx:
+            found = tx.claim_by_name("q", int(time.time() * 1000), count, None)
+        assert found is not None and found[1] is not None
+        claimed = found[1]
+        assert [m.payload for m in claimed] == [str(i) for i in range(count)]
+        assert len({m.token for m in claimed}) == count
+        wrong = claimed[0]
+        results = client.ack_batch("q", [(wrong.id, "f" * 32)]
+                                   + [(m.id, m.token) for m in claimed[1:]])
+        assert [r.status for r in results] == ["lease_lost"] + ["acked"] * (count - 1)
+        assert client.stats("q").acked_total == count - 1
+    finally:
+        client.close()
+        backend.close()

@@ -28,13 +28,15 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from sqew import errors
-from sqew.backends.base import MessageRow, NewMessage, QueueLimits, QueueRow
+from sqew.backends.base import ClaimQueue, MessageRow, NewMessage, QueueLimits
 from sqew.backends.postgres.connection import CHANNEL
-from sqew.backends.sql import in_delivery_order
+from sqew.backends.sql import SqlTx, in_delivery_order
 
-_QUEUE_COLS = ", ".join(QueueRow._fields)
 _MSG_COLS = ", ".join(MessageRow._fields)
-_NQ = len(QueueRow._fields)
+# What a claim reads of its queue: ``ClaimQueue``'s columns, then what a wrong guess of the
+# queue's order needs (the sweep of ended leases reads the whole row: core's ``claim``).
+_CLAIM_Q = (*ClaimQueue._fields, "lifo", "visibility_ms")
+_NC = len(_CLAIM_Q)
 
 def _enqueue_sql(rows: str) -> str:
     """Count and insert ``rows`` (a ``SELECT`` list of the new rows' values, ``FROM q``
@@ -69,10 +71,11 @@ _encode_rows = msgspec.json.Encoder().encode
 
 def _ack_sql(items: str, acked: str) -> str:
     """Ack the messages that ``items`` (a condition on ``m``) names, of the queue whose row
-    it locks first, counting ``acked`` (how many, given that some were); the queue's row (as
-    before) and ``"<id> <token>"`` of each message acked."""
+    it locks first, counting ``acked`` (how many, given that some were); the queue's id and
+    ``"<id> <token>"`` of each message acked (the queue's other columns would cost more to
+    send and read than the rest of the answer)."""
     return (
-        f"WITH q AS MATERIALIZED (SELECT {_QUEUE_COLS} FROM queues WHERE name = %(name)s "
+        "WITH q AS MATERIALIZED (SELECT id, archive FROM queues WHERE name = %(name)s "
         "FOR NO KEY UPDATE), "
         # The ids are the one index condition: the unary `+` keeps the planner off the
         # indexes that lead with queue_id (without statistics, a fresh table's, it would read
@@ -87,15 +90,19 @@ def _ack_sql(items: str, acked: str) -> str:
         f"counted AS (UPDATE queues SET depth = depth - {acked}, "
         f"acked_total = acked_total + {acked} WHERE id = (SELECT id FROM q) "
         "AND EXISTS (SELECT FROM d)) "
-        f"SELECT {', '.join('q.' + c for c in QueueRow._fields)}, "
-        "ARRAY(SELECT d.id || ' ' || d.token FROM d) FROM q"
+        "SELECT q.id, ARRAY(SELECT d.id || ' ' || d.token FROM d) FROM q"
     )
 
 
+BY_POSITION_MAX = 100
+"""Up to this many items, a statement pairs each message with its token by its position in an
+array (``array_position``: a scan of the array per message, cheaper than a join for a few,
+quadratic for many); beyond, by a join (an ack) or the server's tokens (a claim)."""
+
 # One item: its id and token as parameters, and a count known once it was acked (cheaper for
 # the server than counting); more: as arrays (one statement for any number), counted. Items
-# with distinct ids pair each id with its token by position (a lookup in the array); items
-# that repeat an id (with other tokens, say) pair by a join to the pairs.
+# with distinct ids, not too many, pair each id with its token by position; others (repeating
+# an id with other tokens, say) by a join to the pairs.
 _ACK_ONE = _ack_sql("m.id = %(id)s AND m.token = %(token)s", "1")
 _ACK_DISTINCT = _ack_sql(
     "m.id = ANY(CAST(%(ids)s AS BIGINT[])) AND m.token = "
@@ -128,8 +135,8 @@ def _claim_sql(lifo: bool, limit: str, token: str) -> str:
     literal = "TRUE" if lifo else "FALSE"
     order = "priority DESC, id DESC" if lifo else "priority DESC, available_at, id"
     return (
-        f"WITH q AS MATERIALIZED (SELECT {_QUEUE_COLS}, EXISTS (SELECT 1 FROM messages m "
-        "WHERE m.queue_id = queues.id AND m.lease_expires_at IS NOT NULL "
+        f"WITH q AS MATERIALIZED (SELECT {', '.join(_CLAIM_Q)}, EXISTS (SELECT 1 FROM messages "
+        "m WHERE m.queue_id = queues.id AND m.lease_expires_at IS NOT NULL "
         f"AND m.lease_expires_at <= {_NOW}) AS ended FROM queues WHERE name = %(name)s), "
         "picked AS MATERIALIZED (SELECT ARRAY(SELECT id FROM messages WHERE queue_id = "
         f"(SELECT id FROM q WHERE NOT ended AND lifo = {literal}) "
@@ -141,19 +148,22 @@ def _claim_sql(lifo: bool, limit: str, token: str) -> str:
         f"token = {token}, attempts = attempts + 1 "
         "WHERE id = ANY(CAST((SELECT ids FROM picked) AS BIGINT[])) "
         f"RETURNING {_MSG_COLS}) "
-        f"SELECT {', '.join('q.' + c for c in QueueRow._fields)}, q.ended, "
+        f"SELECT {', '.join('q.' + c for c in _CLAIM_Q)}, q.ended, "
         f"{', '.join('c.' + c for c in MessageRow._fields)} FROM q LEFT JOIN c ON TRUE"
     )
 
 
-# (lifo, one message): a claim of one says LIMIT 1; a claim of more counts as an InitPlan (see
+# (lifo, how many): a claim of one says LIMIT 1; a claim of more counts as an InitPlan (see
 # _NOW). Tokens come from this process's secure random source, one per message claimed in
-# order (the server's gen_random_uuid() cost about 2 µs a message, a sixth of a claim of one).
+# order (the server's gen_random_uuid() cost about 2 µs a message, a sixth of a claim of one),
+# except in a claim of more than BY_POSITION_MAX (merged polls).
 _CLAIM = {
-    **{(lifo, True): _claim_sql(lifo, "1", "%(token)s") for lifo in (False, True)},
-    **{(lifo, False): _claim_sql(
+    **{(lifo, "one"): _claim_sql(lifo, "1", "%(token)s") for lifo in (False, True)},
+    **{(lifo, "few"): _claim_sql(
         lifo, "(SELECT CAST(%(n)s AS INT))",
         "(CAST(%(tokens)s AS TEXT[]))[array_position((SELECT ids FROM picked), id)]")
+       for lifo in (False, True)},
+    **{(lifo, "many"): _claim_sql(lifo, "(SELECT CAST(%(n)s AS INT))", SqlTx.NEW_TOKEN)
        for lifo in (False, True)},
 }
 
@@ -256,43 +266,48 @@ class PostgresHot:
 
     def claim_by_name(
         self, name: str, now: int, limit: int, visibility_ms: int | None
-    ) -> tuple[QueueRow, list[MessageRow] | None] | None:
+    ) -> tuple[ClaimQueue, list[MessageRow] | None] | None:
         lifo = name in self.limits.lifo
         params: dict[str, Any] = {"now": now, "name": name, "vis": visibility_ms}
         if limit == 1:
             params["token"] = secrets.token_hex(16)
         else:
-            params["n"], params["tokens"] = limit, _tokens(limit)
-        rows = self._solo(_CLAIM[lifo, limit == 1], params).fetchall()
+            params["n"] = limit
+            if limit <= BY_POSITION_MAX:
+                params["tokens"] = _tokens(limit)
+        size = "one" if limit == 1 else "few" if limit <= BY_POSITION_MAX else "many"
+        rows = self._solo(_CLAIM[lifo, size], params).fetchall()
         if not rows:
             return None
-        q = QueueRow._make(rows[0][:_NQ])
-        if bool(q.lifo) != lifo:  # this process had its order wrong: nothing was claimed
-            self.limits.set_lifo(name, bool(q.lifo))
-            if not rows[0][_NQ]:
-                vis = q.visibility_ms if visibility_ms is None else visibility_ms
-                return q, self.claim(q.id, bool(q.lifo), now, limit, now + vis)
-        if rows[0][_NQ]:  # leases ended: nothing was claimed
+        first = rows[0]
+        q = ClaimQueue._make(first[:len(ClaimQueue._fields)])
+        q_lifo, q_visibility_ms, ended = first[_NC - 2:_NC + 1]
+        if bool(q_lifo) != lifo:  # this process had its order wrong: nothing was claimed
+            self.limits.set_lifo(name, bool(q_lifo))
+            if not ended:
+                vis = q_visibility_ms if visibility_ms is None else visibility_ms
+                return q, self.claim(q.id, bool(q_lifo), now, limit, now + vis)
+        if ended:  # leases ended: nothing was claimed
             return q, None
-        claimed = [MessageRow._make(r[_NQ + 1:]) for r in rows if r[_NQ + 1] is not None]
+        claimed = [MessageRow._make(r[_NC + 1:]) for r in rows if r[_NC + 1] is not None]
         return q, in_delivery_order(claimed, lifo)
 
     def ack_by_name(
         self, name: str, items: Sequence[tuple[int, str]], now: int
-    ) -> tuple[QueueRow, list[bool | None]] | None:
+    ) -> list[bool | None] | None:
         if len(items) == 1:
             params: dict[str, Any] = {"name": name, "id": items[0][0], "token": items[0][1],
                                       "now": now}
             row = self._solo(_ACK_ONE, params).fetchone()
         else:
             ids = [i for i, _ in items]
-            row = self._solo(_ACK_DISTINCT if len(set(ids)) == len(ids) else _ACK_PAIRS, {
+            by_position = len(ids) <= BY_POSITION_MAX and len(set(ids)) == len(ids)
+            row = self._solo(_ACK_DISTINCT if by_position else _ACK_PAIRS, {
                 "name": name, "ids": ids, "tokens": [t for _, t in items], "now": now,
             }).fetchone()
         if row is None:
             return None
-        q = QueueRow._make(row[:_NQ])
-        deleted = set(row[_NQ])  # "<id> <token>" of each message acked
+        queue_id, deleted = row[0], set(row[1])  # "<id> <token>" of each message acked
         done: set[int] = set()
         out: list[bool | None] = []
         missed: dict[int, int] = {}  # item index → id: not acked, and not acked before it
@@ -309,8 +324,8 @@ class PostgresHot:
         # its wait for the queue's row, during which another transaction may have taken it).
         unknown = {i for i in missed.values() if i not in done}
         there = {int(r[0]) for r in self._solo(
-            _STILL_THERE, {"ids": sorted(unknown), "q": q.id}).fetchall()} if unknown else set()
+            _STILL_THERE, {"ids": sorted(unknown), "q": queue_id}).fetchall()} if unknown else set()
         for index, msg_id in missed.items():
             if msg_id in done or msg_id in there:
                 out[index] = False
-        return q, out
+        return out
