@@ -26,7 +26,7 @@ from typing import Any
 
 import psycopg
 from psycopg.pq import TransactionStatus
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from sqew import errors, locations
 from sqew.backends.base import Backend, Lead, Tx, Waiter, WriteSession
@@ -85,7 +85,17 @@ class PostgresBackend(Backend):
             kwargs={"autocommit": True, "prepare_threshold": connection.PREPARE_THRESHOLD},
             name="sqew",
         )
-        self._pool.open(wait=False)
+        try:
+            # Waits for its first connection: a call made before it was ready would make the
+            # pool open a second one, and a pool hands its connections out in turn (the one
+            # idle longest first), so a one-thread Client would alternate between two server
+            # processes for the next ten minutes (``max_idle``), some 5 µs an operation.
+            self._pool.open(wait=True, timeout=connection.POOL_TIMEOUT_S)
+        except PoolTimeout:
+            self._pool.close()
+            raise errors.Unavailable(
+                f"cannot open database '{self.shown}': no connection within "
+                f"{connection.POOL_TIMEOUT_S:g} s") from None
         self.clock.start(self._pool.connection)
 
     # --- opening --------------------------------------------------------------------------------
