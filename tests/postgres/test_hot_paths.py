@@ -258,3 +258,23 @@ def test_claims_and_acks_of_more_than_pair_by_position_allows(pg_url: str) -> No
     finally:
         client.close()
         backend.close()
+
+
+def test_a_one_thread_client_works_on_one_server_process(pg_url: str) -> None:
+    # The pool opens with its first connection ready: a call made before it was ready had the
+    # pool open a second one, and the pool hands its connections out in turn.
+    client = sqew.LocalClient(pg_url)
+    info = connection.conninfo(pg_url)
+    try:
+        client.create_queue("q")
+        for i in range(20):
+            client.enqueue("q", i)
+            (m,) = client.poll("q")
+            client.ack("q", m.id, m.token)
+        with contextlib.closing(psycopg.connect(info, autocommit=True)) as watch:
+            rows = watch.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() AND query LIKE 'WITH%'").fetchall()
+        assert len(rows) == 1, rows  # the hot paths' statements all ran on one connection
+    finally:
+        client.close()
