@@ -11,7 +11,7 @@ from collections.abc import Hashable, Sequence
 from typing import Any
 
 from sqew import errors, models
-from sqew.backends.base import QueueRow, Tx
+from sqew.backends.base import ClaimQueue, QueueRow, Tx
 from sqew.core import rules, views
 from sqew.core.writer import Op, Outcome
 
@@ -118,7 +118,8 @@ def claim(
     dlq = None
     if rows is None:  # leases ended: sweep them (the queue's rows first), then claim
         tx.lock_queues((q.name, rules.dlq_name(q.name)))
-        full = queue_row(tx, q.name)  # (read under its lock)
+        full = queue_row(tx, q.name)  # read under its lock: its settings now, for all below
+        q = ClaimQueue(full.id, full.name, full.hmac_secret)
         dlq = expire_leases(tx, full, now)
         vis = full.visibility_ms if visibility_ms is None else visibility_ms
         rows = tx.claim(full.id, bool(full.lifo), now, batch, now + vis)

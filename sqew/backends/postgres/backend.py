@@ -91,11 +91,9 @@ class PostgresBackend(Backend):
             # idle longest first), so a one-thread Client would alternate between two server
             # processes for the next ten minutes (``max_idle``), some 5 µs an operation.
             self._pool.open(wait=True, timeout=connection.POOL_TIMEOUT_S)
-        except PoolTimeout:
-            self._pool.close()
+        except PoolTimeout:  # (the pool closed itself)
             raise errors.Unavailable(
-                f"cannot open database '{self.shown}': no connection within "
-                f"{connection.POOL_TIMEOUT_S:g} s") from None
+                f"cannot open database '{self.shown}': no connection could be made") from None
         self.clock.start(self._pool.connection)
 
     # --- opening --------------------------------------------------------------------------------
