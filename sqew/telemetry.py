@@ -29,14 +29,23 @@ import contextlib
 import importlib.metadata
 import logging
 import os
-import re
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import propagate, trace
-from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Tracer, TracerProvider
+from opentelemetry.trace import (
+    Link,
+    Span,
+    SpanContext,
+    SpanKind,
+    Tracer,
+    TracerProvider,
+    format_span_id,
+    format_trace_id,
+)
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from opentelemetry.trace.span import TraceState
 
 from sqew import models
 
@@ -121,79 +130,50 @@ def consumer_span(
 
 
 # --- a request's trace context headers ---------------------------------------------------------
-# Read as W3C says a receiver reads them: an invalid header is ignored, never refused.
-# - traceparent: version 00 is exactly 00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>,
-#   lower case, neither id all zeros. A later version (above 00, not ff) is read by its first
-#   four fields, whatever follows a "-" after them. A repeated header, or anything else, is
-#   invalid: the request then has no trace context, and its tracestate is not read.
-# - tracestate: repeated headers are one list (joined with ","); a list W3C's grammar does not
-#   accept (a malformed or repeated key, more than 32 members) is dropped, the traceparent kept;
-#   past 512 characters whole members are dropped (those over 128 characters first, then from
-#   the end) until it fits.
+# Read as W3C says a receiver reads them, by the API's W3C propagator: an invalid header is
+# ignored, never refused (a version 00 header is exactly 00-<trace id>-<parent id>-<flags>,
+# neither id all zeros; a later version, not ff, is read by its first four fields; a repeated
+# traceparent is invalid, and the request then has no trace context). Repeated tracestate
+# headers are one list; a list W3C's grammar does not accept is dropped, the traceparent kept.
+# One thing the propagator does not: a list past 512 characters is cut by whole members (those
+# over 128 characters first, then from the end) where it would drop the list.
 # A message's own traceparent/tracestate fields are data a client asks to store: those are
 # checked (sqew.models), and a malformed one is a ValidationError.
 TRACEPARENT_HEADER = b"traceparent"
 TRACESTATE_HEADER = b"tracestate"
-_PARENT = re.compile(
-    rb"([0-9a-f]{2})-((?!0{32})[0-9a-f]{32})-((?!0{16})[0-9a-f]{16})-([0-9a-f]{2})(-.*)?",
-    re.DOTALL,
-)
-_MEMBER = re.compile(
-    rb"((?:[a-z][a-z0-9_\-*/]{0,255})|(?:[a-z0-9][a-z0-9_\-*/]{0,240}@[a-z][a-z0-9_\-*/]{0,13}))"
-    rb"=([\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e])"
-)
-_MAX_MEMBERS = 32
-"""Most members of a tracestate (W3C)."""
 _LONG_MEMBER = 128
 """Members longer than this go first when a tracestate is cut to fit (W3C)."""
-_OWS = b" \t"
 
 
-def _traceparent_header(values: Sequence[bytes]) -> str | None:
-    """The trace context of the request's ``traceparent`` headers (``values``) in version 00's
-    form (the version this server knows, as it would propagate it), or None if invalid."""
-    if len(values) != 1:
-        return None
-    found = _PARENT.fullmatch(values[0].strip(_OWS))
-    if found is None:
-        return None
-    version, trace_id, parent_id, flags, rest = found.groups()
-    if version == b"ff" or (version == b"00" and rest is not None):
-        return None
-    return f"00-{trace_id.decode()}-{parent_id.decode()}-{flags.decode()}"
-
-
-def _tracestate_header(values: Sequence[bytes]) -> str | None:
+def _tracestate_header(values: list[str]) -> str | None:
     """The request's ``tracestate`` headers (``values``) as one list, cut to fit; None if
     there is none or it is invalid."""
-    members = [m.strip(_OWS) for v in values for m in v.split(b",")]
-    members = [m for m in members if m]  # (empty members are allowed, and mean nothing)
-    if not members or len(members) > _MAX_MEMBERS:
-        return None
-    keys: set[bytes] = set()
-    for member in members:
-        found = _MEMBER.fullmatch(member)
-        if found is None or found.group(1) in keys:
-            return None
-        keys.add(found.group(1))
-    while len(b",".join(members)) > models.TRACESTATE_MAX:
+    members = [f"{k}={v}" for k, v in TraceState.from_header(values).items()]
+    while len(",".join(members)) > models.TRACESTATE_MAX:
         long = [i for i, m in enumerate(members) if len(m) > _LONG_MEMBER]
         del members[long[-1] if long else -1]
-    return b",".join(members).decode("ascii") or None
+    return ",".join(members) or None
 
 
 def request_context(headers: Iterable[tuple[bytes, bytes]]) -> tuple[str, str | None] | None:
-    """``(traceparent, tracestate)`` of a request's raw headers, or None when its
+    """``(traceparent, tracestate)`` of a request's raw headers, the traceparent in version
+    00's form (the version this server knows, as it would propagate it), or None when its
     ``traceparent`` is missing or invalid (its ``tracestate`` is not read then)."""
-    parents: list[bytes] = []
-    states: list[bytes] = []
+    parents: list[str] = []
+    states: list[str] = []
     for name, value in headers:
         if name == TRACEPARENT_HEADER:
-            parents.append(value)
+            parents.append(value.decode("latin-1"))
         elif name == TRACESTATE_HEADER:
-            states.append(value)
-    parent = _traceparent_header(parents)
-    return None if parent is None else (parent, _tracestate_header(states))
+            states.append(value.decode("latin-1"))
+    if len(parents) != 1:
+        return None
+    found = trace.get_current_span(_W3C.extract({"traceparent": parents[0]})).get_span_context()
+    if not found.is_valid:
+        return None
+    parent = (f"00-{format_trace_id(found.trace_id)}-{format_span_id(found.span_id)}-"
+              f"{found.trace_flags:02x}")
+    return parent, _tracestate_header(states)
 
 
 # --- the server's setup -------------------------------------------------------------------------

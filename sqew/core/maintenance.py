@@ -93,10 +93,9 @@ class ReapDedup(Op[Reaped]):
     """The idempotency records past their window, of every queue (a bounded number): one
     statement on the index of their expiry (per queue it would walk the records of each).
 
-    It writes no queue's row, and locks none. On PostgreSQL an enqueue that gives again two
-    expired keys this statement is removing at that moment could wait for it while it waits
-    for the enqueue; the database detects that deadlock and the writer runs the aborted
-    transaction again (``sqew.core.writer.CONFLICT_ATTEMPTS``).
+    It writes no queue's row, and locks none; records an enqueue holds at that moment (giving
+    an expired key again) are left to the next run, not waited for (on PostgreSQL:
+    ``PostgresTx.reap_dedup``).
     """
 
     __slots__ = ()
