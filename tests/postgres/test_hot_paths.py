@@ -301,3 +301,74 @@ def test_a_poll_that_sweeps_ended_leases_signs_with_the_queues_secret(
     assert [x.id for x in again] == [m.id] and again[0].attempts == 2
     assert sqew.verify_signature(again[0], "t" * 32)
     assert not sqew.verify_signature(again[0], "s" * 32)
+
+
+def test_a_client_carries_on_after_the_server_ended_its_kept_connection(pg_url: str) -> None:
+    # The backend keeps one connection out of the pool between transactions. When the server
+    # ends it (pg_terminate_backend here; a restart does the same to every connection) the
+    # next call finds it closed and runs on another: no error, nothing lost.
+    client = sqew.LocalClient(pg_url)
+    info = connection.conninfo(pg_url)
+    try:
+        client.create_queue("q")
+        first = client.enqueue("q", "before")
+        with contextlib.closing(psycopg.connect(info, autocommit=True)) as admin:
+            ended = admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()").fetchall()
+            assert ended and all(ok for (ok,) in ended)
+            deadline = time.monotonic() + 10
+            while admin.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid()").fetchone() != (0,):
+                assert time.monotonic() < deadline, "the connections did not end"
+                time.sleep(0.01)
+        second = client.enqueue("q", "after")
+        got = client.poll("q", batch=10)
+        assert [(m.id, m.payload) for m in got] == [
+            (first.message_id, "before"), (second.message_id, "after")]
+        assert [r.status for r in client.ack_batch("q", [(m.id, m.token) for m in got])] == [
+            "acked", "acked"]
+        stats = client.stats("q")
+        assert (stats.ready, stats.leased, stats.acked_total) == (0, 0, 2)
+    finally:
+        client.close()
+
+
+def test_threads_sharing_a_client_each_get_a_connection_of_their_own(pg_url: str) -> None:
+    # One connection is kept out of the pool for the next transaction; threads working at
+    # once take it or one of the pool's, never the same one at once: every message is
+    # delivered once and acked once, and the counters add up.
+    client = sqew.LocalClient(pg_url)
+    threads, each = 8, 40
+    acked: list[int] = []
+    failures: list[BaseException] = []
+
+    def work(n: int) -> None:
+        try:
+            for i in range(each):
+                client.enqueue("q", [n, i])
+                for m in client.poll("q", batch=2):
+                    client.ack("q", m.id, m.token)
+                    acked.append(m.id)
+        except BaseException as exc:  # reported by the main thread
+            failures.append(exc)
+
+    try:
+        client.create_queue("q")
+        workers = [threading.Thread(target=work, args=(n,)) for n in range(threads)]
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join(120)
+        assert not failures, failures
+        while got := client.poll("q", batch=100):
+            for r in client.ack_batch("q", [(m.id, m.token) for m in got]):
+                assert r.status == "acked"
+                acked.append(r.id)
+        assert len(acked) == len(set(acked)) == threads * each
+        stats = client.stats("q")
+        assert (stats.ready, stats.leased, stats.enqueued_total, stats.acked_total) == (
+            0, 0, threads * each, threads * each)
+    finally:
+        client.close()

@@ -60,9 +60,10 @@ class _Statements(PyformatConnection):
     def execute(self, sql: str, params: Any = None) -> Any:
         return self._after_begin(lambda: super(_Statements, self).execute(sql, params))
 
-    def execute_pyformat(self, sql: str, params: Any) -> Any:
-        """``execute`` of a statement written with ``%(name)s`` parameters already."""
-        return self._after_begin(lambda: self.conn.execute(sql, params))
+    def execute_pyformat(self, sql: str, params: Any, cursor: Any) -> Any:
+        """``execute`` of a statement written with ``%(name)s`` parameters already, on
+        ``cursor`` (a cursor of the connection)."""
+        return self._after_begin(lambda: cursor.execute(sql, params))
 
     def _after_begin(self, run: Callable[[], Any]) -> Any:
         """``run()``'s cursor, in one round trip with the pending ``BEGIN`` if there is one."""
@@ -108,9 +109,15 @@ class PostgresTx(PostgresHot, SqlTx):
         self.notified: set[str] = set()
         """Queues whose notification a statement that ran alone committed already."""
         self.ran_alone = False
+        self.cur = conn.cursor()
+        """The hot paths' cursor (``_solo``): one for all their statements, whose answers
+        are read at once. A fresh cursor would look every parameter's type up again."""
 
-    def start(self, begin: str = "BEGIN") -> None:
-        """Open a transaction: ``begin`` is sent with the first statement."""
+    def start(self, begin: str = "BEGIN", *, solo: bool | None = None) -> None:
+        """Open a transaction: ``begin`` is sent with the first statement; ``solo``, if
+        given, says whether it runs one operation (see ``__init__``)."""
+        if solo is not None:
+            self.solo = solo
         self._notify.clear()
         self.notified.clear()
         self.c.begin = begin
@@ -121,8 +128,8 @@ class PostgresTx(PostgresHot, SqlTx):
         statement, if any; ``ran_alone`` says which), in the open transaction otherwise."""
         self.ran_alone = self.solo and self.c.begin is not None
         if self.ran_alone:
-            return self.conn.execute(sql, params)
-        return self.c.execute_pyformat(sql, params)
+            return self.cur.execute(sql, params)
+        return self.c.execute_pyformat(sql, params, self.cur)
 
     @property
     def open(self) -> bool:
