@@ -193,6 +193,37 @@ def test_a_queue_made_lifo_by_another_process_is_claimed_lifo(
     assert [m.payload for m in a.poll("q", batch=2)] == [1, 4]
 
 
+def test_a_queue_that_starts_or_stops_archiving_elsewhere_is_acked_its_new_way(
+    two: tuple[sqew.LocalClient, sqew.LocalClient],
+) -> None:
+    # a's acks assume the queue keeps no archive until they see it does, and the other way
+    # round: each change made by b applies to a's next ack, of one message or of several.
+    a, b = two
+    b.create_queue("q")
+
+    def cycle(batch: int) -> list[int]:
+        a.enqueue_batch("q", [{"payload": i} for i in range(batch)])
+        got = a.poll("q", batch=batch)
+        if batch == 1:
+            assert a.ack("q", got[0].id, got[0].token).status == "acked"
+        else:
+            results = a.ack_batch("q", [(m.id, m.token) for m in got])
+            assert [r.status for r in results] == ["acked"] * batch
+        return [m.id for m in got]
+
+    cycle(1)  # not archived
+    b.update_queue("q", archive=True)
+    kept = cycle(1) + cycle(3)
+    b.update_queue("q", archive=False)
+    cycle(1)
+    cycle(3)
+    b.update_queue("q", archive=True)
+    kept += cycle(2)
+    assert sorted(m.id for m in b.scan("q", source="archive").messages) == sorted(kept)
+    stats = b.stats("q")
+    assert (stats.ready, stats.leased, stats.acked_total) == (0, 0, 11)
+
+
 def test_an_ack_answers_item_by_item_as_one_at_a_time_would(
     two: tuple[sqew.LocalClient, sqew.LocalClient],
 ) -> None:

@@ -15,7 +15,9 @@ round trip (``PostgresTx.solo``: sent without ``BEGIN``, it commits by itself).
   process saw it LIFO) and claims again in the other when the queue says it was wrong.
 - **Ack** locks the queue's row first (the lock order of every write), deletes (or archives)
   the messages and counts them; items that missed (rare) are looked up by one more statement,
-  whose snapshot is fresh (the ack's predates its wait for the queue's row).
+  whose snapshot is fresh (the ack's predates its wait for the queue's row). It assumes the
+  queue does not archive unless this process saw it archive (only then does it read what the
+  archive keeps), and acks by ``SqlTx``'s way when the queue says it was wrong.
 """
 
 from __future__ import annotations
@@ -69,28 +71,35 @@ _ENQUEUE_MANY = _enqueue_sql(
 _ROW_COLUMNS = ("p", "pr", "a", "e", "av", "x", "l", "tp", "ts")  # NewMessage[1:]
 _encode_rows = msgspec.json.Encoder().encode
 
-def _ack_sql(items: str, acked: str) -> str:
+_ARCHIVED = ("id", "queue_id", "payload", "priority", "attributes", "attempts", "enqueued_at",
+             "last_error", "traceparent", "tracestate")
+
+
+def _ack_sql(items: str, acked: str, archive: bool) -> str:
     """Ack the messages that ``items`` (a condition on ``m``) names, of the queue whose row
-    it locks first, counting ``acked`` (how many, given that some were); the queue's id and
-    ``"<id> <token>"`` of each message acked (the queue's other columns would cost more to
-    send and read than the rest of the answer)."""
+    it locks first, counting ``acked`` (how many, given that some were), provided the queue
+    archives its acked messages as ``archive`` says (else it acks none); the queue's id, its
+    ``archive``, and ``"<id> <token>"`` of each message acked (the queue's other columns
+    would cost more to send and read than the rest of the answer). Only a statement for an
+    archiving queue reads the messages' columns and has the archive's ``INSERT``."""
+    returned = ", ".join(f"m.{c}" for c in (*_ARCHIVED, "token")) if archive else "m.id, m.token"
+    archived = (
+        f"arch AS (INSERT INTO archive ({', '.join(_ARCHIVED)}, acked_at) "
+        f"SELECT {', '.join(_ARCHIVED)}, %(now)s FROM d), " if archive else ""
+    )
     return (
         "WITH q AS MATERIALIZED (SELECT id, archive FROM queues WHERE name = %(name)s "
         "FOR NO KEY UPDATE), "
         # The ids are the one index condition: the unary `+` keeps the planner off the
         # indexes that lead with queue_id (without statistics, a fresh table's, it would read
         # every message of the queue).
-        f"d AS (DELETE FROM messages m WHERE {items} AND +m.queue_id = (SELECT id FROM q) "
-        "RETURNING m.id, m.token, m.queue_id, m.payload, m.priority, m.attributes, "
-        "m.attempts, m.enqueued_at, m.last_error, m.traceparent, m.tracestate), "
-        "arch AS (INSERT INTO archive (id, queue_id, payload, priority, attributes, attempts, "
-        "enqueued_at, acked_at, last_error, traceparent, tracestate) SELECT d.id, d.queue_id, "
-        "d.payload, d.priority, d.attributes, d.attempts, d.enqueued_at, %(now)s, "
-        "d.last_error, d.traceparent, d.tracestate FROM d, q WHERE q.archive), "
+        f"d AS (DELETE FROM messages m WHERE {items} AND +m.queue_id = (SELECT id FROM q "
+        f"WHERE archive = {'TRUE' if archive else 'FALSE'}) RETURNING {returned}), "
+        f"{archived}"
         f"counted AS (UPDATE queues SET depth = depth - {acked}, "
         f"acked_total = acked_total + {acked} WHERE id = (SELECT id FROM q) "
         "AND EXISTS (SELECT FROM d)) "
-        "SELECT q.id, ARRAY(SELECT d.id || ' ' || d.token FROM d) FROM q"
+        "SELECT q.id, q.archive, ARRAY(SELECT d.id || ' ' || d.token FROM d) FROM q"
     )
 
 
@@ -103,17 +112,18 @@ quadratic for many); beyond, by a join (an ack) or the server's tokens (a claim)
 # the server than counting); more: as arrays (one statement for any number), counted. Items
 # with distinct ids, not too many, pair each id with its token by position; others (repeating
 # an id with other tokens, say) by a join to the pairs.
-_ACK_ONE = _ack_sql("m.id = %(id)s AND m.token = %(token)s", "1")
-_ACK_DISTINCT = _ack_sql(
-    "m.id = ANY(CAST(%(ids)s AS BIGINT[])) AND m.token = "
-    "(CAST(%(tokens)s AS TEXT[]))[array_position(CAST(%(ids)s AS BIGINT[]), m.id)]",
-    "(SELECT count(*) FROM d)",
-)
-_ACK_PAIRS = _ack_sql(
-    "m.id = ANY(CAST(%(ids)s AS BIGINT[])) AND (m.id, m.token) IN (SELECT * FROM "
-    "unnest(CAST(%(ids)s AS BIGINT[]), CAST(%(tokens)s AS TEXT[])))",
-    "(SELECT count(*) FROM d)",
-)
+_ACK = {
+    **{(archive, "one"): _ack_sql("m.id = %(id)s AND m.token = %(token)s", "1", archive)
+       for archive in (False, True)},
+    **{(archive, "distinct"): _ack_sql(
+        "m.id = ANY(CAST(%(ids)s AS BIGINT[])) AND m.token = "
+        "(CAST(%(tokens)s AS TEXT[]))[array_position(CAST(%(ids)s AS BIGINT[]), m.id)]",
+        "(SELECT count(*) FROM d)", archive) for archive in (False, True)},
+    **{(archive, "pairs"): _ack_sql(
+        "m.id = ANY(CAST(%(ids)s AS BIGINT[])) AND (m.id, m.token) IN (SELECT * FROM "
+        "unnest(CAST(%(ids)s AS BIGINT[]), CAST(%(tokens)s AS TEXT[])))",
+        "(SELECT count(*) FROM d)", archive) for archive in (False, True)},
+}
 _STILL_THERE = (
     "SELECT id FROM messages WHERE id = ANY(CAST(%(ids)s AS BIGINT[])) AND +queue_id = %(q)s"
 )
@@ -177,13 +187,14 @@ def _tokens(count: int) -> list[str]:
 
 class Limits:
     """What the hot paths of one backend (one process) remember of its queues: the limits of
-    the last enqueue to each, and which queues are LIFO. Shared by its transactions' threads;
-    every use is checked by the statement, so a stale entry costs a retry, never a wrong
-    write."""
+    the last enqueue to each, which queues are LIFO and which archive their acked messages.
+    Shared by its transactions' threads; every use is checked by the statement, so a stale
+    entry costs a retry, never a wrong write."""
 
     def __init__(self) -> None:
         self.enqueue: dict[str, QueueLimits] = {}
         self.lifo: set[str] = set()
+        self.archive: set[str] = set()
         self._lock = threading.Lock()
 
     def remember(self, limits: QueueLimits) -> None:
@@ -193,10 +204,16 @@ class Limits:
             self.enqueue[limits.name] = limits
 
     def set_lifo(self, name: str, lifo: bool) -> None:
+        self._mark(self.lifo, name, lifo)
+
+    def set_archive(self, name: str, archive: bool) -> None:
+        self._mark(self.archive, name, archive)
+
+    def _mark(self, names: set[str], name: str, on: bool) -> None:
         with self._lock:
-            if lifo and len(self.lifo) > 10_000:
-                self.lifo.clear()
-            (self.lifo.add if lifo else self.lifo.discard)(name)
+            if on and len(names) > 10_000:  # queues come and go: stay bounded
+                names.clear()
+            (names.add if on else names.discard)(name)
 
 
 class PostgresHot:
@@ -295,19 +312,23 @@ class PostgresHot:
     def ack_by_name(
         self, name: str, items: Sequence[tuple[int, str]], now: int
     ) -> list[bool | None] | None:
+        archive = name in self.limits.archive
         if len(items) == 1:
+            kind = "one"
             params: dict[str, Any] = {"name": name, "id": items[0][0], "token": items[0][1],
                                       "now": now}
-            row = self._solo(_ACK_ONE, params).fetchone()
         else:
             ids = [i for i, _ in items]
             by_position = len(ids) <= BY_POSITION_MAX and len(set(ids)) == len(ids)
-            row = self._solo(_ACK_DISTINCT if by_position else _ACK_PAIRS, {
-                "name": name, "ids": ids, "tokens": [t for _, t in items], "now": now,
-            }).fetchone()
+            kind = "distinct" if by_position else "pairs"
+            params = {"name": name, "ids": ids, "tokens": [t for _, t in items], "now": now}
+        row = self._solo(_ACK[archive, kind], params).fetchone()
+        if row is not None and row[1] != archive:  # this process had it wrong: none was acked
+            self.limits.set_archive(name, bool(row[1]))
+            return super().ack_by_name(name, items, now)  # type: ignore[misc,no-any-return]
         if row is None:
             return None
-        queue_id, deleted = row[0], set(row[1])  # "<id> <token>" of each message acked
+        queue_id, deleted = row[0], set(row[2])  # "<id> <token>" of each message acked
         done: set[int] = set()
         out: list[bool | None] = []
         missed: dict[int, int] = {}  # item index → id: not acked, and not acked before it
