@@ -179,7 +179,7 @@ class PostgresBackend(Backend):
         and open; else return its connection to the pool (which resets or replaces it)."""
         conn = tx.conn
         if (not self._kept and not self._closed
-                and conn.info.transaction_status == TransactionStatus.IDLE):
+                and conn.pgconn.transaction_status == TransactionStatus.IDLE):  # (no enum)
             self._kept.append(tx)
             if not self._closed:
                 return
