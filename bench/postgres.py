@@ -30,12 +30,15 @@ after). Each round works on fresh databases cloned from templates (raw, sqew), t
 alternating order; figures are medians of the rounds, ratios divide medians of the same run.
 Consumers are separate processes (spawned, each with its own connection or Client), released
 together by a barrier; their rate is all messages over the span from the first start to the
-last finish. Target: sqew's Client ≥ 0.6 of raw on every case. Exit status 1 if one is missed.
+last finish. Every process collects its garbage before its clock starts (a measure lasts
+0.1 to 1 s; a full collection of the imports' garbage inside one cost up to a third of it).
+Target: sqew's Client ≥ 0.6 of raw on every case. Exit status 1 if one is missed.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
 import json
 import multiprocessing
@@ -225,6 +228,7 @@ def _consumer(side: str, where: str, count: int, batch: int, barrier: Any, out: 
         conn.stats(QUEUE)  # the backend opened: connections, schema check
         consume = sqew_consume
     try:
+        gc.collect()  # the imports' garbage, not collected inside the measure (see ``timed``)
         barrier.wait()
         started = time.monotonic()  # CLOCK_MONOTONIC: comparable across processes
         empty = consume(conn, count, batch)
@@ -378,6 +382,10 @@ def _round(db: Database, sides: list[tuple[str, str]], sizes: Sizes, record: Rec
                        else db.server.url(f"{side}_run"))
 
     def timed(name: str, side: str, msgs: int, fn: Callable[[], Any]) -> None:
+        # A measure lasts a tenth of a second to a second: a full collection of garbage left
+        # from before (imports, a previous measure) falling inside one cost up to a third of
+        # it, at random. Each side's processes collect before their clock starts.
+        gc.collect()
         before, t0 = db.wal(), time.perf_counter()
         got = fn()
         elapsed = time.perf_counter() - t0
