@@ -279,7 +279,9 @@ def test_claims_and_acks_of_more_than_pair_by_position_allows(pg_url: str) -> No
                                                                                    count))])
         # (a claim of more than a poll's batch: a server's merged polls)
         with backend.write() as tx:
-            found = tx.claim_by_name("q", int(time.time() * 1000), count, None)
+            # (a second on: the Client's clock, which stamped the messages, and this
+            # backend's are two measurements of the server's, a millisecond apart at times)
+            found = tx.claim_by_name("q", backend.clock() + 1_000, count, None)
         assert found is not None and found[1] is not None
         claimed = found[1]
         assert [m.payload for m in claimed] == [str(i) for i in range(count)]
@@ -403,3 +405,66 @@ def test_threads_sharing_a_client_each_get_a_connection_of_their_own(pg_url: str
             0, 0, threads * each, threads * each)
     finally:
         client.close()
+
+
+def test_a_one_thread_client_needs_one_connection_for_its_clock_too(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The clock's refresh (like a ping) takes the kept connection when it is free, rather than
+    # have the pool open a second one because the kept one is out of it. (A refresh that comes
+    # while the connection is in use takes one of the pool's: as before the connection was
+    # kept, two threads at once need two.)
+    from sqew.backends.postgres import server_clock
+
+    monkeypatch.setattr(server_clock, "REFRESH_S", 0.2)
+    client = sqew.LocalClient(pg_url)
+    info = connection.conninfo(pg_url)
+    try:
+        client.create_queue("q")  # (well before the first refresh)
+        for i in range(10):
+            client.enqueue("q", i)
+            (m,) = client.poll("q")
+            client.ack("q", m.id, m.token)
+        time.sleep(0.7)  # three refreshes, the Client idle
+        with contextlib.closing(psycopg.connect(info, autocommit=True)) as watch:
+            rows = watch.execute(
+                "SELECT query FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid()").fetchall()
+        assert rows == [(server_clock.QUERY,)]  # one connection, which measured the clock last
+    finally:
+        client.close()
+
+
+def test_a_closed_client_answers_unavailable(pg_url: str) -> None:
+    client = sqew.LocalClient(pg_url)
+    client.create_queue("q")
+    client.enqueue("q", 1)
+    client.close()
+    with pytest.raises(errors.Unavailable):
+        client.enqueue("q", 2)
+    with pytest.raises(errors.Unavailable):
+        client.poll("q")
+
+
+def test_a_large_answer_is_not_kept_after_its_poll(pg_url: str) -> None:
+    # The kept transaction object's cursor would hold its last answer until its next
+    # statement: a poll that brought a megabyte or more lets go of it.
+    backend = open_backend(pg_url)
+    service = QueueService(backend, reap_interval_ms=3_600_000)
+    big = [models.MessageIn(payload=b'"' + b"x" * 600_000 + b'"') for _ in range(2)]
+
+    async def run() -> None:
+        await service.create_queue(models.QueueCreate(name="q", max_payload_bytes=1 << 20))
+        await service.enqueue("q", big)
+        assert len(await service.poll("q", batch=2)) == 2
+        (kept,) = backend._kept  # type: ignore[attr-defined]
+        assert kept.cur.pgresult is None  # a fresh cursor
+        await service.enqueue("q", [models.MessageIn(payload=b'"small"')])
+        assert len(await service.poll("q")) == 1
+        (kept,) = backend._kept  # type: ignore[attr-defined]
+        assert kept.cur.pgresult is not None  # a small answer stays until the next statement
+
+    try:
+        asyncio.run(run())
+    finally:
+        service.close()

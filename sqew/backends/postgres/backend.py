@@ -21,8 +21,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import secrets
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import psycopg
@@ -96,7 +97,7 @@ class PostgresBackend(Backend):
         except PoolTimeout:  # (the pool closed itself)
             raise errors.Unavailable(
                 f"cannot open database '{self.shown}': no connection could be made") from None
-        self.clock.start(self._pool.connection)
+        self.clock.start(self._connection)
 
     # --- opening --------------------------------------------------------------------------------
     def _connect(self) -> psycopg.Connection[Any]:
@@ -164,6 +165,8 @@ class PostgresBackend(Backend):
         transaction on it. Handing a connection out and back through the pool, and a fresh
         cursor whose adapters look every parameter's type up again, cost some 20 µs an
         operation (a fifth of a single enqueue)."""
+        if self._closed:
+            raise errors.Unavailable("the database is closed")
         try:
             tx = self._kept.pop()  # (atomic: another thread gets it or nothing)
         except IndexError:
@@ -176,9 +179,12 @@ class PostgresBackend(Backend):
 
     def _give_back(self, tx: PostgresTx) -> None:
         """Keep ``tx`` for the next transaction if none is kept and its connection is idle
-        and open; else return its connection to the pool (which resets or replaces it)."""
+        and open; else return its connection to the pool (which resets or replaces it). One
+        kept for ``connection.KEPT_MAX_S`` goes back too: the pool renews its connections
+        (``max_lifetime``) as they come back."""
         conn = tx.conn
         if (not self._kept and not self._closed
+                and time.monotonic() - tx.since < connection.KEPT_MAX_S
                 and conn.pgconn.transaction_status == TransactionStatus.IDLE):  # (no enum)
             self._kept.append(tx)
             if not self._closed:
@@ -188,6 +194,17 @@ class PostgresBackend(Backend):
             except ValueError:
                 return
         self._pool.putconn(conn)
+
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A connection for statements outside a transaction (autocommit): the kept one if
+        it is free, so that a one-thread Client's occasional statements (the clock's refresh,
+        a ping) need no second connection."""
+        tx = self._take()
+        try:
+            yield tx.conn
+        finally:
+            self._give_back(tx)
 
     def _checkout(self) -> psycopg.Connection[Any]:
         """A pooled connection that looks alive. One the pool kept while the database
@@ -213,21 +230,21 @@ class PostgresBackend(Backend):
 
     def maintain(self) -> None:
         try:
-            with self._pool.connection() as conn:
+            with self._connection() as conn:
                 conn.execute("VACUUM (ANALYZE) messages, dedup, archive, queues")
         except psycopg.Error as exc:
             raise translate(exc) from exc
 
     def ping(self) -> None:
         try:
-            with self._pool.connection() as conn:
+            with self._connection() as conn:
                 conn.execute("SELECT 1").fetchone()
         except psycopg.Error as exc:
             raise translate(exc) from exc
 
     def schema_revision(self) -> str | None:
         try:
-            with self._pool.connection() as conn:
+            with self._connection() as conn:
                 return _schema_revision(conn)
         except psycopg.Error as exc:
             raise translate(exc) from exc
@@ -265,9 +282,15 @@ class PostgresBackend(Backend):
             return
         self._closed = True
         self.clock.stop()
-        while self._kept:
-            self._pool.putconn(self._kept.pop().conn)
-        self._pool.close()
+        try:
+            while True:
+                try:
+                    kept = self._kept.pop()  # (a transaction may take it meanwhile: not here)
+                except IndexError:
+                    break
+                self._pool.putconn(kept.conn)
+        finally:
+            self._pool.close()
 
 
 class AdvisoryLead(Lead):

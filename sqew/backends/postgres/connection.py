@@ -15,6 +15,8 @@ Limits (per ``sqew serve`` process or embedded Client; PostgreSQL's default
   lock in the process that reaps;
 - ``POOL_TIMEOUT_S``: a call that finds no connection free (or the database down) for this
   long fails with ``Unavailable`` (503) rather than hang;
+- ``KEPT_MAX_S``: how long one of the pool's connections is kept out of it between
+  transactions before it goes back (the pool renews connections past its ``max_lifetime``);
 - ``CONNECT_TIMEOUT_S`` for each new connection unless the URL sets ``connect_timeout``.
 """
 
@@ -30,6 +32,7 @@ from psycopg import conninfo as pg_conninfo
 POOL_MIN = 1
 POOL_MAX = 10
 POOL_TIMEOUT_S = 5.0
+KEPT_MAX_S = 600.0
 CONNECT_TIMEOUT_S = 5
 PREPARE_THRESHOLD = 2
 """Executions of a statement on a connection after which psycopg prepares it server-side (a

@@ -227,6 +227,7 @@ class PostgresHot:
 
     if TYPE_CHECKING:
         def _solo(self, sql: str, params: dict[str, Any]) -> Any: ...
+        def drop_large_answer(self, size: int) -> None: ...
         def reserve(self, name: str, count: int) -> QueueLimits | None: ...
         def claim(self, queue_id: int, lifo: bool, now: int, limit: int,
                   lease_until: int) -> list[MessageRow]: ...
@@ -307,6 +308,7 @@ class PostgresHot:
         if ended:  # leases ended: nothing was claimed
             return q, None
         claimed = [MessageRow._make(r[_NC + 1:]) for r in rows if r[_NC + 1] is not None]
+        self.drop_large_answer(sum(len(m.payload) for m in claimed))
         return q, in_delivery_order(claimed, lifo)
 
     def ack_by_name(

@@ -3,6 +3,7 @@ statements."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -16,6 +17,8 @@ from sqew.backends.postgres.hot import Limits, PostgresHot
 from sqew.backends.sql import SqlTx
 
 _OPEN = (TransactionStatus.INTRANS, TransactionStatus.INERROR)
+LARGE_ANSWER = 1 << 20
+"""Payload bytes of a claim's answer past which its cursor is replaced (``drop_large_answer``)."""
 
 # One statement for any number of messages: the rows travel as one array per column (a
 # statement of one shape, prepared once, where a multi-row VALUES list has a shape per size).
@@ -112,6 +115,8 @@ class PostgresTx(PostgresHot, SqlTx):
         self.cur = conn.cursor()
         """The hot paths' cursor (``_solo``): one for all their statements, whose answers
         are read at once. A fresh cursor would look every parameter's type up again."""
+        self.since = time.monotonic()
+        """When this object was made (``PostgresBackend`` keeps one for a while)."""
 
     def start(self, begin: str = "BEGIN", *, solo: bool | None = None) -> None:
         """Open a transaction: ``begin`` is sent with the first statement; ``solo``, if
@@ -121,6 +126,13 @@ class PostgresTx(PostgresHot, SqlTx):
         self._notify.clear()
         self.notified.clear()
         self.c.begin = begin
+
+    def drop_large_answer(self, size: int) -> None:
+        """Let go of the hot cursor's last answer when it held ``size`` bytes or more of
+        payloads (``LARGE_ANSWER``): the cursor keeps its answer until its next statement,
+        and a kept transaction object may wait long for one. A fresh cursor replaces it."""
+        if size >= LARGE_ANSWER:
+            self.cur = self.conn.cursor()
 
     def _solo(self, sql: str, params: dict[str, Any]) -> Any:
         """Run a hot path's statement (``%(name)s`` parameters): as a transaction of its own
