@@ -2,7 +2,7 @@
 processes (``sqew serve`` replicas, CLIs, embedded Clients).
 
 Transactions run on connections of a pool (``psycopg_pool``; limits in ``connection``), one of
-which is kept out of it between transactions for the next one (``_take``), in autocommit mode
+which is kept out of it between transactions for the next one (``transactions``), in autocommit mode
 with an explicit ``BEGIN``, sent with the first statement (a transaction of
 one operation whose only write is a hot path's statement needs none: ``PostgresTx``). Writes
 run at READ COMMITTED (claims lock their rows ``FOR UPDATE SKIP LOCKED``; enqueues, acks and
@@ -21,13 +21,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import secrets
-import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 import psycopg
-from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from sqew import errors, locations
@@ -36,12 +34,12 @@ from sqew.backends.errors import translate
 from sqew.backends.postgres import connection, server_clock
 from sqew.backends.postgres.hot import Limits
 from sqew.backends.postgres.session import PostgresWriteSession
+from sqew.backends.postgres.transactions import Transactions
 from sqew.backends.postgres.tx import PostgresTx
 from sqew.backends.postgres.waiter import PostgresWaiter
 from sqew.backends.revisions import SCHEMA_HEAD, check_known
 
 _MIGRATION_LOCK = "migrate"
-_OPEN = (TransactionStatus.INTRANS, TransactionStatus.INERROR)
 
 
 def lock_key(role: str) -> int:
@@ -80,7 +78,6 @@ class PostgresBackend(Backend):
         self._origin = secrets.token_hex(8)  # this process's mark on its notifications
         self._limits = Limits()  # what the hot paths remember of the queues (PostgresHot)
         self._closed = False
-        self._kept: list[PostgresTx] = []  # at most one (``_take``)
         self._prepare(upgrade)
         self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             self._info, min_size=connection.POOL_MIN, max_size=connection.POOL_MAX,
@@ -97,7 +94,8 @@ class PostgresBackend(Backend):
         except PoolTimeout:  # (the pool closed itself)
             raise errors.Unavailable(
                 f"cannot open database '{self.shown}': no connection could be made") from None
-        self.clock.start(self._connection)
+        self._txs = Transactions(self._pool, self._origin, self._limits)
+        self.clock.start(self._txs.connection)
 
     # --- opening --------------------------------------------------------------------------------
     def _connect(self) -> psycopg.Connection[Any]:
@@ -151,76 +149,10 @@ class PostgresBackend(Backend):
     def read(self) -> AbstractContextManager[Tx]:
         return self._transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", solo=False)
 
-    def _transaction(self, begin: str, *, solo: bool) -> _Transaction:
-        """A transaction on a pooled connection; ``BEGIN`` goes out with its first statement
-        (``PostgresTx.start``), so a transaction costs no round trip of its own."""
-        return _Transaction(self, begin, solo)
-
-    def _take(self) -> PostgresTx:
-        """The kept transaction object if it is free and its connection alive, else one on a
-        connection of the pool.
-
-        One is kept between transactions, out of the pool, with its connection and cursor
-        (``_give_back``): a one-thread Client (or the busiest thread) then runs every
-        transaction on it. Handing a connection out and back through the pool, and a fresh
-        cursor whose adapters look every parameter's type up again, cost some 20 µs an
-        operation (a fifth of a single enqueue)."""
-        if self._closed:
-            raise errors.Unavailable("the database is closed")
-        try:
-            tx = self._kept.pop()  # (atomic: another thread gets it or nothing)
-        except IndexError:
-            return PostgresTx(self._checkout(), self._origin, self._limits)
-        if not connection.closed_by_server(tx.conn):
-            return tx
-        tx.conn.close()  # (ended by a restart: the pool replaces it)
-        self._pool.putconn(tx.conn)
-        return PostgresTx(self._checkout(), self._origin, self._limits)
-
-    def _give_back(self, tx: PostgresTx) -> None:
-        """Keep ``tx`` for the next transaction if none is kept and its connection is idle
-        and open; else return its connection to the pool (which resets or replaces it). One
-        kept for ``connection.KEPT_MAX_S`` goes back too: the pool renews its connections
-        (``max_lifetime``) as they come back."""
-        conn = tx.conn
-        if (not self._kept and not self._closed
-                and time.monotonic() - tx.since < connection.KEPT_MAX_S
-                and conn.pgconn.transaction_status == TransactionStatus.IDLE):  # (no enum)
-            self._kept.append(tx)
-            if not self._closed:
-                return
-            try:  # close() ran meanwhile: unless it took this one back, it goes back here
-                self._kept.remove(tx)
-            except ValueError:
-                return
-        self._pool.putconn(conn)
-
-    @contextmanager
-    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
-        """A connection for statements outside a transaction (autocommit): the kept one if
-        it is free, so that a one-thread Client's occasional statements (the clock's refresh,
-        a ping) need no second connection."""
-        tx = self._take()
-        try:
-            yield tx.conn
-        finally:
-            self._give_back(tx)
-
-    def _checkout(self) -> psycopg.Connection[Any]:
-        """A pooled connection that looks alive. One the pool kept while the database
-        restarted is dead: it is closed (the pool replaces it) and another taken."""
-        for _ in range(connection.POOL_MAX + 1):
-            if self._closed:
-                raise errors.Unavailable("the database is closed")
-            try:
-                conn = self._pool.getconn()
-            except psycopg.Error as exc:
-                raise translate(exc) from exc
-            if not connection.closed_by_server(conn):
-                return conn
-            conn.close()
-            self._pool.putconn(conn)
-        raise errors.Unavailable("the database closed every connection")
+    def _transaction(self, begin: str, *, solo: bool) -> AbstractContextManager[PostgresTx]:
+        """A transaction; ``BEGIN`` goes out with its first statement (``PostgresTx.start``),
+        so a transaction costs no round trip of its own."""
+        return self._txs.transaction(begin, solo)
 
     def write_session(self) -> WriteSession:
         return PostgresWriteSession(self._connect, self._origin, self._limits)
@@ -230,21 +162,21 @@ class PostgresBackend(Backend):
 
     def maintain(self) -> None:
         try:
-            with self._connection() as conn:
+            with self._txs.connection() as conn:
                 conn.execute("VACUUM (ANALYZE) messages, dedup, archive, queues")
         except psycopg.Error as exc:
             raise translate(exc) from exc
 
     def ping(self) -> None:
         try:
-            with self._connection() as conn:
+            with self._txs.connection() as conn:
                 conn.execute("SELECT 1").fetchone()
         except psycopg.Error as exc:
             raise translate(exc) from exc
 
     def schema_revision(self) -> str | None:
         try:
-            with self._connection() as conn:
+            with self._txs.connection() as conn:
                 return _schema_revision(conn)
         except psycopg.Error as exc:
             raise translate(exc) from exc
@@ -283,12 +215,7 @@ class PostgresBackend(Backend):
         self._closed = True
         self.clock.stop()
         try:
-            while True:
-                try:
-                    kept = self._kept.pop()  # (a transaction may take it meanwhile: not here)
-                except IndexError:
-                    break
-                self._pool.putconn(kept.conn)
+            self._txs.close()
         finally:
             self._pool.close()
 
@@ -316,46 +243,6 @@ class AdvisoryLead(Lead):
             with contextlib.suppress(psycopg.Error):
                 self._conn.execute("SELECT pg_advisory_unlock(%s)", (self._key,))
             self._conn.close()
-
-
-class _Transaction:
-    """``PostgresBackend._transaction``: a transaction, committed at the end of the block or
-    rolled back if it raised (a database error raised as sqew's). A class rather than a
-    generator-based context manager: this wraps every operation."""
-
-    __slots__ = ("backend", "begin", "solo", "tx")
-
-    def __init__(self, backend: PostgresBackend, begin: str, solo: bool) -> None:
-        self.backend = backend
-        self.begin = begin
-        self.solo = solo
-
-    def __enter__(self) -> PostgresTx:
-        self.tx = tx = self.backend._take()
-        tx.start(self.begin, solo=self.solo)
-        return tx
-
-    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
-        tx = self.tx
-        try:
-            if exc is not None:
-                _rollback(tx.conn)
-                if isinstance(exc, psycopg.Error):
-                    raise translate(exc) from exc
-                return  # (the block's exception goes on)
-            try:
-                tx.commit()  # with the notifications, in one round trip
-            except psycopg.Error as err:
-                _rollback(tx.conn)
-                raise translate(err) from err
-        finally:
-            self.backend._give_back(tx)
-
-
-def _rollback(conn: psycopg.Connection[Any]) -> None:
-    if not conn.closed and conn.info.transaction_status in _OPEN:
-        with contextlib.suppress(psycopg.Error):
-            conn.execute("ROLLBACK")
 
 
 def _schema_revision(conn: psycopg.Connection[Any]) -> str | None:
