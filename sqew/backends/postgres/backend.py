@@ -2,8 +2,8 @@
 processes (``sqew serve`` replicas, CLIs, embedded Clients).
 
 Transactions run on connections of a pool (``psycopg_pool``; limits in ``connection``), one of
-which is kept out of it between transactions for the next one (``transactions``), in autocommit mode
-with an explicit ``BEGIN``, sent with the first statement (a transaction of
+which is kept out of it between transactions for the next one (``transactions``), in
+autocommit mode with an explicit ``BEGIN``, sent with the first statement (a transaction of
 one operation whose only write is a hot path's statement needs none: ``PostgresTx``). Writes
 run at READ COMMITTED (claims lock their rows ``FOR UPDATE SKIP LOCKED``; enqueues, acks and
 nacks lock their queue's row, so the counters and quotas of one queue change one transaction

@@ -116,7 +116,7 @@ class PostgresTx(PostgresHot, SqlTx):
         """The hot paths' cursor (``_solo``): one for all their statements, whose answers
         are read at once. A fresh cursor would look every parameter's type up again."""
         self.since = time.monotonic()
-        """When this object was made (``PostgresBackend`` keeps one for a while)."""
+        """When this object was made (``Transactions`` keeps one for a while)."""
 
     def start(self, begin: str = "BEGIN", *, solo: bool | None = None) -> None:
         """Open a transaction: ``begin`` is sent with the first statement; ``solo``, if
@@ -128,9 +128,9 @@ class PostgresTx(PostgresHot, SqlTx):
         self.c.begin = begin
 
     def drop_large_answer(self, size: int) -> None:
-        """Let go of the hot cursor's last answer when it held ``size`` bytes or more of
-        payloads (``LARGE_ANSWER``): the cursor keeps its answer until its next statement,
-        and a kept transaction object may wait long for one. A fresh cursor replaces it."""
+        """Let go of the hot cursor's last answer if its payloads came to ``LARGE_ANSWER``
+        bytes or more (``size``): a cursor holds its answer until its next statement, which a
+        kept transaction object may wait long for. A fresh cursor replaces it."""
         if size >= LARGE_ANSWER:
             self.cur = self.conn.cursor()
 
