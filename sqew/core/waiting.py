@@ -17,6 +17,10 @@ from sqew.core.writer import Writer
 NOT_CLAIMABLE_WAIT_S = 0.05
 """The least a poll sleeps when the claim found nothing yet said a message is due already
 (never spin on the database)."""
+END_SLACK_S = 0.005
+"""A poll whose claim found nothing with less than this left of its wait returns (empty)
+rather than wait for the sliver and claim again: a wait can end a hair before its deadline,
+and a loaded server then claimed two or three times in a row at the end of every wait."""
 
 
 async def long_poll(
@@ -32,7 +36,7 @@ async def long_poll(
         mark = waiter.mark(queue)  # before the claim: a commit after it is never missed
         leased, due = await writer.write(Claim(queue, batch, visibility_ms, want_due=True))
         remaining = deadline - time.monotonic()
-        if leased or remaining <= 0 or waiter.closed:
+        if leased or remaining < END_SLACK_S or waiter.closed:
             return leased
         timeout = remaining
         if due is not None:
