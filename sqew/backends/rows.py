@@ -61,6 +61,11 @@ class ClaimQueue(NamedTuple):
     name: str
     hmac_secret: str | None
 
+    @classmethod
+    def of(cls, q: QueueRow) -> ClaimQueue:
+        """The part of a queue's whole row that a poll needs."""
+        return cls(q.id, q.name, q.hmac_secret)
+
 
 class QueueCounts(NamedTuple):
     """A queue's maintained counters and its live counts (``Tx.all_counts``): what its stats

@@ -49,7 +49,7 @@ class HotStatements:
         if found is None:
             return None
         q, leases_ended = found
-        queue = ClaimQueue(q.id, q.name, q.hmac_secret)
+        queue = ClaimQueue.of(q)
         if leases_ended:
             return queue, None
         vis = q.visibility_ms if visibility_ms is None else visibility_ms

@@ -119,7 +119,7 @@ def claim(
     if rows is None:  # leases ended: sweep them (the queue's rows first), then claim
         tx.lock_queues((q.name, rules.dlq_name(q.name)))
         full = queue_row(tx, q.name)  # read under its lock: its settings now, for all below
-        q = ClaimQueue(full.id, full.name, full.hmac_secret)
+        q = ClaimQueue.of(full)
         dlq = expire_leases(tx, full, now)
         vis = full.visibility_ms if visibility_ms is None else visibility_ms
         rows = tx.claim(full.id, bool(full.lifo), now, batch, now + vis)

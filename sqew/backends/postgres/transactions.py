@@ -31,8 +31,6 @@ from sqew.backends.postgres import connection
 from sqew.backends.postgres.hot import Limits
 from sqew.backends.postgres.tx import PostgresTx
 
-_OPEN = (TransactionStatus.INTRANS, TransactionStatus.INERROR)
-
 
 class Transactions:
     """Hands out a backend's transaction objects and connections.
@@ -75,11 +73,12 @@ class Transactions:
         try:
             tx = self._kept.pop()  # (atomic: another thread gets it or nothing)
         except IndexError:
-            return PostgresTx(self._checkout(), self._origin, self._limits)
-        if not connection.closed_by_server(tx.conn):
-            return tx
-        tx.conn.close()  # (ended by a restart: the pool replaces it)
-        self._pool.putconn(tx.conn)
+            pass
+        else:
+            if not connection.closed_by_server(tx.conn):
+                return tx
+            tx.conn.close()  # (ended by a restart: the pool replaces it)
+            self._pool.putconn(tx.conn)
         return PostgresTx(self._checkout(), self._origin, self._limits)
 
     def give_back(self, tx: PostgresTx) -> None:
@@ -147,21 +146,21 @@ class Transaction:
         tx = self.tx
         try:
             if exc is not None:
-                rollback(tx.conn)
+                _rollback(tx)
                 if isinstance(exc, psycopg.Error):
                     raise translate(exc) from exc
                 return  # (the block's exception goes on)
             try:
                 tx.commit()  # with the notifications, in one round trip
             except psycopg.Error as err:
-                rollback(tx.conn)
+                _rollback(tx)
                 raise translate(err) from err
         finally:
             self.source.give_back(tx)
 
 
-def rollback(conn: psycopg.Connection[Any]) -> None:
-    """Roll back what is open on ``conn`` (nothing if it is closed or the rollback fails)."""
-    if not conn.closed and conn.info.transaction_status in _OPEN:
-        with contextlib.suppress(psycopg.Error):
-            conn.execute("ROLLBACK")
+def _rollback(tx: PostgresTx) -> None:
+    """``tx.rollback()``, a failure of which (a lost connection) leaves the first error to
+    be reported."""
+    with contextlib.suppress(psycopg.Error):
+        tx.rollback()
