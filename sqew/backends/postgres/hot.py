@@ -144,6 +144,11 @@ def _claim_sql(lifo: bool, limit: str, token: str) -> str:
     claims nothing when the queue is not, or when leases of it ended (``ended``)."""
     literal = "TRUE" if lifo else "FALSE"
     order = "priority DESC, id DESC" if lifo else "priority DESC, available_at, id"
+    # One id: its key's equality, which PostgreSQL always reads by the key's index. `= ANY`
+    # of the array may be planned as a bitmap scan, or on a small table (when the plan kept
+    # for the connection was made) as a scan of the whole table at every claim.
+    picked_ids = ("id = (SELECT ids[1] FROM picked)" if limit == "1"
+                  else "id = ANY(CAST((SELECT ids FROM picked) AS BIGINT[]))")
     return (
         f"WITH q AS MATERIALIZED (SELECT {', '.join(_CLAIM_Q)}, EXISTS (SELECT 1 FROM messages "
         "m WHERE m.queue_id = queues.id AND m.lease_expires_at IS NOT NULL "
@@ -156,7 +161,7 @@ def _claim_sql(lifo: bool, limit: str, token: str) -> str:
         "c AS (UPDATE messages SET lease_expires_at = %(now)s + "
         "COALESCE(CAST(%(vis)s AS BIGINT), (SELECT visibility_ms FROM q)), "
         f"token = {token}, attempts = attempts + 1 "
-        "WHERE id = ANY(CAST((SELECT ids FROM picked) AS BIGINT[])) "
+        f"WHERE {picked_ids} "
         f"RETURNING {_MSG_COLS}) "
         f"SELECT {', '.join('q.' + c for c in _CLAIM_Q)}, q.ended, "
         f"{', '.join('c.' + c for c in MessageRow._fields)} FROM q LEFT JOIN c ON TRUE"
