@@ -27,7 +27,8 @@ payloads given as Python values:
 
 Every measure also reports the WAL it wrote per message (``pg_current_wal_lsn()`` before and
 after). Each round works on fresh databases cloned from templates (raw, sqew), the sides in
-alternating order; figures are medians of the rounds, ratios divide medians of the same run.
+alternating order; figures are medians of the rounds (five in a full run: on a shared 2-core VM
+the ratio of one round moves by 0.1 to 0.2 either way), ratios divide medians of the same run.
 Consumers are separate processes (spawned, each with its own connection or Client), released
 together by a barrier; their rate is all messages over the span from the first start to the
 last finish. Every process collects its garbage before its clock starts (a measure lasts
@@ -98,7 +99,7 @@ class Sizes:
     def for_mode(cls, quick: bool) -> Sizes:
         if quick:
             return cls(rounds=1, single=300, batches=10, cycles=400, http_s=1.0)
-        return cls(rounds=3, single=2000, batches=40, cycles=2000, http_s=3.0)
+        return cls(rounds=5, single=2000, batches=40, cycles=2000, http_s=3.0)
 
 
 # --- raw psycopg ---------------------------------------------------------------------------------
