@@ -26,8 +26,10 @@ payloads given as Python values:
   long a long poll on one replica takes to return after an enqueue is sent to the other.
 
 Every measure also reports the WAL it wrote per message (``pg_current_wal_lsn()`` before and
-after). Each round works on fresh databases cloned from templates (raw, sqew), the sides in
-alternating order; figures are medians of the rounds (five in a full run: on a shared 2-core VM
+after). Each round works on fresh databases cloned from templates (raw, sqew). The enqueue
+measures take turns in chunks of ``ENQUEUE_CHUNK`` messages, the sides alternating, each
+side's time summed over its chunks; the consumer cases run one side after the other, in
+alternating order. Figures are medians of the rounds (five in a full run: on a shared 2-core VM
 the ratio of one round moves by 0.1 to 0.2 either way), ratios divide medians of the same run.
 Consumers are separate processes (spawned, each with its own connection or Client), released
 together by a barrier; their rate is all messages over the span from the first start to the
@@ -72,6 +74,8 @@ CONSUMERS = (1, 4)
 POLL_BATCHES = (1, 10)
 TARGET = 0.6
 HTTP_CONNS = 16
+ENQUEUE_CHUNK = 200
+"""Messages per turn of a side in the enqueue measures (``_round``'s ``interleaved``)."""
 
 
 def _pgserver() -> ModuleType:
@@ -396,22 +400,40 @@ def _round(db: Database, sides: list[tuple[str, str]], sizes: Sizes, record: Rec
         record(name, side, rate, db.wal() - before, msgs)
         out(f"  {name:<28} {side:<5} {rate:9,.0f} msg/s")
 
-    for side, _ in sides:
-        impl: Raw | Sqew = Raw(where[side]) if side == "raw" else Sqew(where[side])
+    def interleaved(name: str, msgs: int, chunks: int, warm: Callable[[Raw | Sqew], Any],
+                    run: Callable[[Raw | Sqew], Any]) -> None:
+        # One process's measures (the enqueues) run in chunks, the sides taking turns: a VM
+        # whose speed drifts over seconds slows both alike, where a second of each side after
+        # the other moved one round's ratio by 0.1-0.2.
+        impls = {side: Raw(where[side]) if side == "raw" else Sqew(where[side])
+                 for side, _ in sides}
         try:
-            impl.single(10)  # warm: connections, prepared statements
-            timed("single enqueue", side, sizes.single,
-                  lambda impl=impl: impl.single(sizes.single))
+            elapsed = dict.fromkeys(impls, 0.0)
+            wal = dict.fromkeys(impls, 0)
+            for impl in impls.values():
+                warm(impl)  # connections, prepared statements
+            gc.collect()  # (see ``timed``)
+            for i in range(chunks):
+                for side in (list(impls) if i % 2 == 0 else list(impls)[::-1]):
+                    before, t0 = db.wal(), time.perf_counter()
+                    run(impls[side])
+                    elapsed[side] += time.perf_counter() - t0
+                    wal[side] += db.wal() - before
+            for side in impls:
+                rate = msgs / elapsed[side]
+                record(name, side, rate, wal[side], msgs)
+                out(f"  {name:<28} {side:<5} {rate:9,.0f} msg/s")
         finally:
-            impl.close()
-    for side, _ in sides:
-        impl = Raw(where[side]) if side == "raw" else Sqew(where[side])
-        try:
-            impl.batch(1)
-            timed(f"batch enqueue ({BATCH})", side, sizes.batches * BATCH,
-                  lambda impl=impl: impl.batch(sizes.batches))
-        finally:
-            impl.close()
+            for impl in impls.values():
+                impl.close()
+
+    chunks = max(1, sizes.single // ENQUEUE_CHUNK)
+    interleaved("single enqueue", chunks * ENQUEUE_CHUNK, chunks,
+                lambda impl: impl.single(10), lambda impl: impl.single(ENQUEUE_CHUNK))
+    per_chunk = max(1, ENQUEUE_CHUNK // BATCH)  # batches
+    chunks = max(1, sizes.batches // per_chunk)
+    interleaved(f"batch enqueue ({BATCH})", chunks * per_chunk * BATCH, chunks,
+                lambda impl: impl.batch(1), lambda impl: impl.batch(per_chunk))
     for n in CONSUMERS:
         for batch in POLL_BATCHES:
             name = f"poll+ack ({n} consumer{'s' if n > 1 else ''}, batch {batch})"
