@@ -28,13 +28,16 @@ payloads given as Python values:
 Every measure also reports the WAL it wrote per message (``pg_current_wal_lsn()`` before and
 after). Each round works on fresh databases cloned from templates (raw, sqew). The enqueue
 measures take turns in chunks of ``ENQUEUE_CHUNK`` messages, the sides alternating, each
-side's time summed over its chunks; the consumer cases run one side after the other, in
-alternating order. Figures are medians of the rounds (five in a full run: on a shared 2-core VM
+side's time summed over its chunks; the consumer cases likewise, in ``CONSUME_TURNS`` turns a
+side. Figures are medians of the rounds (five in a full run: on a shared 2-core VM
 the ratio of one round moves by 0.1 to 0.2 either way), ratios divide medians of the same run.
-Consumers are separate processes (spawned, each with its own connection or Client), released
-together by a barrier; their rate is all messages over the span from the first start to the
-last finish. Every process collects its garbage before its clock starts (a measure lasts
-0.1 to 1 s; a full collection of the imports' garbage inside one cost up to a third of it).
+Consumers are separate processes (spawned, each with its own connection or Client; both sides'
+at once, a side's waiting while the other's take their turn), released together by a barrier at
+each turn; their rate is all messages over the sum of the turns' spans, each from the first
+start to the last finish (the processes' wake-ups at a barrier fall inside a span: a few
+milliseconds of a 40-400 ms turn, alike for both sides). Every process collects its garbage
+before each turn (a full collection of the imports' garbage inside a short measure cost up to a
+third of it).
 Target: sqew's Client ≥ 0.6 of raw on every case. Exit status 1 if one is missed.
 """
 
@@ -76,6 +79,9 @@ TARGET = 0.6
 HTTP_CONNS = 16
 ENQUEUE_CHUNK = 200
 """Messages per turn of a side in the enqueue measures (``_round``'s ``interleaved``)."""
+CONSUME_TURNS = 5
+"""Turns of each side in a consumer case (``consumers``): the sides' consumer processes wait
+for their turns side by side, and take them alternately."""
 
 
 def _pgserver() -> ModuleType:
@@ -221,8 +227,10 @@ def sqew_consume(client: Any, count: int, batch: int) -> int:
     return empty
 
 
-def _consumer(side: str, where: str, count: int, batch: int, barrier: Any, out: Any) -> None:
-    """One consumer process: connect, wait for the others, consume, report its span."""
+def _consumer(side: str, where: str, count: int, turns: int, batch: int, go: Any,
+              out: Any) -> None:
+    """One consumer process: connect; at each of its side's ``turns``, wait for the side's
+    other consumers, consume ``count`` messages and report the span."""
     if side == "raw":
         conn: Any = psycopg.connect(where, autocommit=True)
         consume: Callable[[Any, int, int], int] = raw_consume
@@ -233,33 +241,50 @@ def _consumer(side: str, where: str, count: int, batch: int, barrier: Any, out: 
         conn.stats(QUEUE)  # the backend opened: connections, schema check
         consume = sqew_consume
     try:
-        gc.collect()  # the imports' garbage, not collected inside the measure (see ``timed``)
-        barrier.wait()
-        started = time.monotonic()  # CLOCK_MONOTONIC: comparable across processes
-        empty = consume(conn, count, batch)
-        out.put((started, time.monotonic(), empty))
+        for _ in range(turns):
+            gc.collect()  # garbage from before, not collected inside the measure (``_round``)
+            go.wait()
+            started = time.monotonic()  # CLOCK_MONOTONIC: comparable across processes
+            empty = consume(conn, count, batch)
+            out.put((started, time.monotonic(), empty))
     finally:
         conn.close()
 
 
-def consumers(side: str, where: str, n: int, total: int, batch: int) -> tuple[float, int]:
-    """``n`` consumer processes taking ``total`` messages; (messages per second, empties)."""
+def consumers(where: dict[str, str], n: int, total: int, batch: int, turns: int,
+              wal: Callable[[], int]) -> dict[str, tuple[float, int, int]]:
+    """``n`` consumer processes per side, each side taking ``total`` messages in ``turns``
+    turns, the sides alternating; per side: messages per second over the sum of its turns'
+    spans (first start to last finish), empty claims, WAL bytes written in its turns."""
     ctx = multiprocessing.get_context("spawn")
-    barrier, out = ctx.Barrier(n), ctx.Queue()
-    each = total // n
-    procs = [ctx.Process(target=_consumer, args=(side, where, each, batch, barrier, out))
-             for _ in range(n)]
+    each = total // (n * turns)
+    sides = list(where)
+    go = {side: ctx.Barrier(n + 1) for side in sides}  # its consumers and this process
+    out = {side: ctx.Queue() for side in sides}
+    procs = [ctx.Process(target=_consumer,
+                         args=(side, where[side], each, turns, batch, go[side], out[side]))
+             for side in sides for _ in range(n)]
     for p in procs:
         p.start()
+    spans = dict.fromkeys(sides, 0.0)
+    empties = dict.fromkeys(sides, 0)
+    wrote = dict.fromkeys(sides, 0)
     try:
-        results = [out.get(timeout=600) for _ in procs]
+        for turn in range(turns):
+            for side in sides if turn % 2 == 0 else sides[::-1]:
+                before = wal()
+                go[side].wait(timeout=600)
+                results = [out[side].get(timeout=600) for _ in range(n)]
+                spans[side] += max(r[1] for r in results) - min(r[0] for r in results)
+                empties[side] += sum(r[2] for r in results)
+                wrote[side] += wal() - before
     finally:
         for p in procs:
             p.join(60)
             if p.is_alive():
                 p.kill()
-    span = max(r[1] for r in results) - min(r[0] for r in results)
-    return each * n / span, sum(r[2] for r in results)
+    return {side: (each * n * turns / spans[side], empties[side], wrote[side])
+            for side in sides}
 
 
 # --- the run ------------------------------------------------------------------------------------
@@ -386,20 +411,6 @@ def _round(db: Database, sides: list[tuple[str, str]], sizes: Sizes, record: Rec
         where[side] = (db.server.conninfo(f"{side}_run") if side == "raw"
                        else db.server.url(f"{side}_run"))
 
-    def timed(name: str, side: str, msgs: int, fn: Callable[[], Any]) -> None:
-        # A measure lasts a tenth of a second to a second: a full collection of garbage left
-        # from before (imports, a previous measure) falling inside one cost up to a third of
-        # it, at random. Each side's processes collect before their clock starts.
-        gc.collect()
-        before, t0 = db.wal(), time.perf_counter()
-        got = fn()
-        elapsed = time.perf_counter() - t0
-        rate = got[0] if isinstance(got, tuple) else msgs / elapsed
-        if isinstance(got, tuple) and got[1]:
-            out(f"  {name} {side}: {got[1]} empty claims")
-        record(name, side, rate, db.wal() - before, msgs)
-        out(f"  {name:<28} {side:<5} {rate:9,.0f} msg/s")
-
     def interleaved(name: str, msgs: int, chunks: int, warm: Callable[[Raw | Sqew], Any],
                     run: Callable[[Raw | Sqew], Any]) -> None:
         # One process's measures (the enqueues) run in chunks, the sides taking turns: a VM
@@ -412,7 +423,10 @@ def _round(db: Database, sides: list[tuple[str, str]], sizes: Sizes, record: Rec
             wal = dict.fromkeys(impls, 0)
             for impl in impls.values():
                 warm(impl)  # connections, prepared statements
-            gc.collect()  # (see ``timed``)
+            # A measure lasts a fraction of a second: a full collection of garbage left from
+            # before (imports, a previous measure) falling inside one cost up to a third of
+            # it, at random. Every process collects before its clock starts.
+            gc.collect()
             for i in range(chunks):
                 for side in (list(impls) if i % 2 == 0 else list(impls)[::-1]):
                     before, t0 = db.wal(), time.perf_counter()
@@ -437,11 +451,16 @@ def _round(db: Database, sides: list[tuple[str, str]], sizes: Sizes, record: Rec
     for n in CONSUMERS:
         for batch in POLL_BATCHES:
             name = f"poll+ack ({n} consumer{'s' if n > 1 else ''}, batch {batch})"
+            msgs = sizes.cycles // (n * CONSUME_TURNS) * n * CONSUME_TURNS
             for side, _ in sides:
-                fill(side, where[side], sizes.cycles)  # untimed; the queue holds exactly these
-                timed(name, side, sizes.cycles,
-                      lambda side=side, n=n, batch=batch: consumers(
-                          side, where[side], n, sizes.cycles, batch))
+                fill(side, where[side], msgs)  # untimed; the queue holds exactly these
+            got = consumers({side: where[side] for side, _ in sides}, n, msgs, batch,
+                            CONSUME_TURNS, db.wal)
+            for side, (rate, empty, wal_bytes) in got.items():
+                if empty:
+                    out(f"  {name} {side}: {empty} empty claims")
+                record(name, side, rate, wal_bytes, msgs)
+                out(f"  {name:<28} {side:<5} {rate:9,.0f} msg/s")
     for side, _ in sides:
         db.server.drop_database(f"{side}_run")
 
