@@ -578,7 +578,11 @@ def targets(medians: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
     for name, by in medians.items():
         if "sqew" in by and "raw" in by:
             ratio = by["sqew"] / by["raw"]
-            out.append({"measure": name, "value": round(ratio, 2), "target": TARGET,
+            # Two decimals; a miss that two would round up to the target, cut at three (0.598).
+            shown = round(ratio, 2)
+            if ratio < TARGET <= shown:
+                shown = int(ratio * 1000) / 1000
+            out.append({"measure": name, "value": shown, "target": TARGET,
                         "pass": ratio >= TARGET})
     return out
 
