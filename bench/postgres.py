@@ -35,9 +35,9 @@ Consumers are separate processes (spawned, each with its own connection or Clien
 at once, a side's waiting while the other's take their turn), released together by a barrier at
 each turn; their rate is all messages over the sum of the turns' spans, each from the first
 start to the last finish (the processes' wake-ups at a barrier fall inside a span: a few
-milliseconds of a 40-400 ms turn, alike for both sides). Every process collects its garbage
-before each turn (a full collection of the imports' garbage inside a short measure cost up to a
-third of it).
+milliseconds of a 40-400 ms turn, alike for both sides). Every consumer process collects its
+garbage before each turn, the enqueuing process before its first (a full collection of the
+imports' garbage inside a short measure cost up to a third of it).
 Target: sqew's Client ≥ 0.6 of raw on every case. Exit status 1 if one is missed.
 """
 
@@ -423,9 +423,8 @@ def _round(db: Database, sides: list[tuple[str, str]], sizes: Sizes, record: Rec
             wal = dict.fromkeys(impls, 0)
             for impl in impls.values():
                 warm(impl)  # connections, prepared statements
-            # A measure lasts a fraction of a second: a full collection of garbage left from
-            # before (imports, a previous measure) falling inside one cost up to a third of
-            # it, at random. Every process collects before its clock starts.
+            # A full collection of garbage left from before (imports, a previous measure)
+            # falling inside a short measure cost up to a third of it, at random.
             gc.collect()
             for i in range(chunks):
                 for side in (list(impls) if i % 2 == 0 else list(impls)[::-1]):
