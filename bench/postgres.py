@@ -61,7 +61,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 
@@ -77,6 +77,7 @@ CONSUMERS = (1, 4)
 POLL_BATCHES = (1, 10)
 TARGET = 0.6
 HTTP_CONNS = 16
+T = TypeVar("T")
 ENQUEUE_CHUNK = 200
 """Messages per turn of a side in the enqueue measures (``_round``'s ``interleaved``)."""
 CONSUME_TURNS = 5
@@ -271,7 +272,7 @@ def consumers(where: dict[str, str], n: int, total: int, batch: int, turns: int,
     wrote = dict.fromkeys(sides, 0)
     try:
         for turn in range(turns):
-            for side in sides if turn % 2 == 0 else sides[::-1]:
+            for side in turn_order(sides, turn):
                 before = wal()
                 go[side].wait(timeout=600)
                 results = [out[side].get(timeout=600) for _ in range(n)]
@@ -319,9 +320,19 @@ def sqew_upgrade(url: str) -> None:
                    capture_output=True, timeout=300)
 
 
+def enqueuer(side: str, where: str) -> Raw | Sqew:
+    """The side's enqueuing connection or Client."""
+    return Raw(where) if side == "raw" else Sqew(where)
+
+
+def turn_order(sides: list[T], turn: int) -> list[T]:
+    """The sides in the order of their ``turn``-th turns: alternating which goes first."""
+    return sides if turn % 2 == 0 else sides[::-1]
+
+
 def fill(side: str, where: str, count: int) -> None:
     """Put ``count`` ready messages (untimed), in batches of 100."""
-    impl: Raw | Sqew = Raw(where) if side == "raw" else Sqew(where)
+    impl = enqueuer(side, where)
     try:
         impl.batch(-(-count // BATCH))
     finally:
@@ -371,9 +382,7 @@ def run(quick: bool, out: Callable[[str], None] = print, *,
         for r in range(sizes.rounds):
             out(f"round {r + 1}/{sizes.rounds}")
             sides = [("raw", "raw_tpl")] + ([] if missing else [("sqew", "sqew_tpl")])
-            if r % 2:
-                sides.reverse()
-            _round(db, sides, sizes, record, out)
+            _round(db, turn_order(sides, r), sizes, record, out)
         http = {} if missing else _http(db, sizes, out)
         version = db.admin.execute("SHOW server_version").fetchone()[0]
         problems = _log_problems(server.log.read_text(errors="replace"))
@@ -411,13 +420,16 @@ def _round(db: Database, sides: list[tuple[str, str]], sizes: Sizes, record: Rec
         where[side] = (db.server.conninfo(f"{side}_run") if side == "raw"
                        else db.server.url(f"{side}_run"))
 
+    def report(name: str, side: str, rate: float, wal_bytes: int, msgs: int) -> None:
+        record(name, side, rate, wal_bytes, msgs)
+        out(f"  {name:<28} {side:<5} {rate:9,.0f} msg/s")
+
     def interleaved(name: str, msgs: int, chunks: int, warm: Callable[[Raw | Sqew], Any],
                     run: Callable[[Raw | Sqew], Any]) -> None:
         # One process's measures (the enqueues) run in chunks, the sides taking turns: a VM
         # whose speed drifts over seconds slows both alike, where a second of each side after
         # the other moved one round's ratio by 0.1-0.2.
-        impls = {side: Raw(where[side]) if side == "raw" else Sqew(where[side])
-                 for side, _ in sides}
+        impls = {side: enqueuer(side, where[side]) for side, _ in sides}
         try:
             elapsed = dict.fromkeys(impls, 0.0)
             wal = dict.fromkeys(impls, 0)
@@ -427,15 +439,13 @@ def _round(db: Database, sides: list[tuple[str, str]], sizes: Sizes, record: Rec
             # falling inside a short measure cost up to a third of it, at random.
             gc.collect()
             for i in range(chunks):
-                for side in (list(impls) if i % 2 == 0 else list(impls)[::-1]):
+                for side in turn_order(list(impls), i):
                     before, t0 = db.wal(), time.perf_counter()
                     run(impls[side])
                     elapsed[side] += time.perf_counter() - t0
                     wal[side] += db.wal() - before
             for side in impls:
-                rate = msgs / elapsed[side]
-                record(name, side, rate, wal[side], msgs)
-                out(f"  {name:<28} {side:<5} {rate:9,.0f} msg/s")
+                report(name, side, msgs / elapsed[side], wal[side], msgs)
         finally:
             for impl in impls.values():
                 impl.close()
@@ -458,8 +468,7 @@ def _round(db: Database, sides: list[tuple[str, str]], sizes: Sizes, record: Rec
             for side, (rate, empty, wal_bytes) in got.items():
                 if empty:
                     out(f"  {name} {side}: {empty} empty claims")
-                record(name, side, rate, wal_bytes, msgs)
-                out(f"  {name:<28} {side:<5} {rate:9,.0f} msg/s")
+                report(name, side, rate, wal_bytes, msgs)
     for side, _ in sides:
         db.server.drop_database(f"{side}_run")
 
