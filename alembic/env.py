@@ -9,7 +9,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import engine_from_config, pool
 
-from sqew.backends.schema import metadata
+from sqew.backends.schema import include_object, metadata
 
 config = context.config
 
@@ -20,6 +20,7 @@ def _run(connection: object) -> None:
         target_metadata=metadata,
         render_as_batch=True,
         compare_type=True,
+        include_object=include_object(connection.dialect.name),  # type: ignore[attr-defined]
     )
     with context.begin_transaction():
         context.run_migrations()

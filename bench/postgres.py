@@ -130,7 +130,8 @@ DELETE_MANY = "DELETE FROM messages WHERE id = ANY(%s) AND token = ANY(%s)"
 
 
 def raw_schema() -> list[str]:
-    """sqew's ``messages`` table and its indexes for PostgreSQL, without the foreign key."""
+    """sqew's ``messages`` table and its indexes for PostgreSQL (there, as in sqew, without
+    a foreign key to a queues table: ``schema.MESSAGES_QUEUE_KEY``)."""
     from sqlalchemy.dialects import postgresql
     from sqlalchemy.schema import CreateIndex, CreateTable
 
@@ -138,11 +139,8 @@ def raw_schema() -> list[str]:
 
     messages = metadata.tables["messages"]
     dialect = postgresql.dialect()  # type: ignore[no-untyped-call]
-    ddl = str(CreateTable(messages).compile(dialect=dialect))
-    ddl = "\n".join(line for line in ddl.splitlines() if "FOREIGN KEY" not in line)
-    ddl = ddl.replace(", \n)", "\n)").rstrip().rstrip(",")
-    ddl = ddl.replace(",\n)", "\n)")
-    return [ddl] + [str(CreateIndex(i).compile(dialect=dialect)) for i in messages.indexes]
+    return [str(CreateTable(messages).compile(dialect=dialect))] + [
+        str(CreateIndex(i).compile(dialect=dialect)) for i in messages.indexes]
 
 
 def _row() -> tuple[str, int, int, int]:

@@ -101,7 +101,7 @@ class Tx(KeyStatementsContract, abc.ABC):
 
     @abc.abstractmethod
     def delete_queue(self, queue_id: int) -> None:
-        """Delete a queue with its DLQ, messages, dedup records and archive (cascade)."""
+        """Delete a queue with its DLQ, and their messages, dedup records and archive."""
 
     @abc.abstractmethod
     def add_counters(self, queue_id: int, **deltas: int) -> None:

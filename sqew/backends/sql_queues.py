@@ -72,7 +72,12 @@ class QueueStatements:
         self.c.execute(f"UPDATE queues SET {sets} WHERE id = :_id", {**values, "_id": queue_id})
 
     def delete_queue(self, queue_id: int) -> None:
-        self.c.execute("DELETE FROM queues WHERE id = :id OR parent_id = :id", {"id": queue_id})
+        # The messages first, by this statement: PostgreSQL has no key from them to their
+        # queue to cascade (schema.MESSAGES_QUEUE_KEY). The rest cascades.
+        params = {"id": queue_id}
+        self.c.execute("DELETE FROM messages WHERE queue_id IN (SELECT id FROM queues "
+                       "WHERE id = :id OR parent_id = :id)", params)
+        self.c.execute("DELETE FROM queues WHERE id = :id OR parent_id = :id", params)
 
     def add_counters(self, queue_id: int, **deltas: int) -> None:
         deltas = {k: v for k, v in deltas.items() if v}
