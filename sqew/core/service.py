@@ -27,7 +27,7 @@ import msgspec
 from opentelemetry.trace import Tracer
 
 from sqew import errors, models
-from sqew.backends.base import Backend, KeyRow, Tx
+from sqew.backends.base import Backend, KeyRow, Lead, Tx
 from sqew.core import administering as admin
 from sqew.core import (
     delivering,
@@ -125,14 +125,16 @@ class QueueService:
         result: T = await self._offload(lambda: self._direct.run(op))
         return result
 
-    async def _reap_if_due(self) -> None:
-        """Run the reaper first if it is due and this process can take its lead (let go
-        after), and wait for it, so that a poll, stats, peek and the DLQ agree about expired
-        messages and ended last leases; a failure (a read-only or busy database) is logged and
-        the call goes on."""
-        lead = self._reaps.lead_if_due(self.backend, self.clock())
-        if lead is None:
-            return
+    def _reap_lead(self) -> Lead | None:
+        """The reaper's lead if a reap is due and this process can take it: the caller then
+        runs ``_reap`` first and waits for it, so that a poll, stats, peek and the DLQ agree
+        about expired messages and ended last leases. (Not a coroutine: a poll asks this each
+        time, and nearly always hears no.)"""
+        return self._reaps.lead_if_due(self.backend, self.clock())
+
+    async def _reap(self, lead: Lead) -> None:
+        """A reaper run under ``lead`` (``_reap_lead``), which it lets go of after; a failure
+        (a read-only or busy database) is logged and the call goes on."""
         try:
             reaped = await self._reap_run()
         except errors.SqewError as exc:
@@ -150,7 +152,9 @@ class QueueService:
         return await maintenance.reap(self._writer, names)
 
     async def _read(self, fn: Callable[[Tx, int], T]) -> T:
-        await self._reap_if_due()
+        lead = self._reap_lead()
+        if lead is not None:
+            await self._reap(lead)
         return await self._read_now(fn)
 
     async def _read_now(self, fn: Callable[[Tx, int], T]) -> T:
@@ -229,7 +233,9 @@ class QueueService:
         check_range("wait_ms", wait_ms, 0, models.MAX_WAIT_MS)
         if visibility_ms is not None:
             check_range("visibility_ms", visibility_ms, 0, models.MAX_VISIBILITY_MS)
-        await self._reap_if_due()
+        lead = self._reap_lead()
+        if lead is not None:
+            await self._reap(lead)
         return await waiting.long_poll(
             self._writer, self.waiter, self.clock, queue, batch, wait_ms, visibility_ms
         )

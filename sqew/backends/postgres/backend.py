@@ -34,8 +34,7 @@ from sqew.backends.errors import translate
 from sqew.backends.postgres import connection, server_clock
 from sqew.backends.postgres.hot import Limits
 from sqew.backends.postgres.session import PostgresWriteSession
-from sqew.backends.postgres.transactions import Transactions
-from sqew.backends.postgres.tx import PostgresTx
+from sqew.backends.postgres.transactions import Transaction, Transactions
 from sqew.backends.postgres.waiter import PostgresWaiter
 from sqew.backends.revisions import SCHEMA_HEAD, check_known
 
@@ -143,16 +142,13 @@ class PostgresBackend(Backend):
         return type(err)(f"cannot open database '{self.shown}': {err.message}")
 
     # --- transactions ---------------------------------------------------------------------------
+    # A transaction's ``BEGIN`` goes out with its first statement (``PostgresTx.start``), so a
+    # transaction costs no round trip of its own.
     def write(self) -> AbstractContextManager[Tx]:
-        return self._transaction("BEGIN", solo=True)  # (the writers run one op in it)
+        return Transaction(self._txs, "BEGIN", True)  # (the writers run one op in it)
 
     def read(self) -> AbstractContextManager[Tx]:
-        return self._transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", solo=False)
-
-    def _transaction(self, begin: str, *, solo: bool) -> AbstractContextManager[PostgresTx]:
-        """A transaction; ``BEGIN`` goes out with its first statement (``PostgresTx.start``),
-        so a transaction costs no round trip of its own."""
-        return self._txs.transaction(begin, solo)
+        return Transaction(self._txs, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", False)
 
     def write_session(self) -> WriteSession:
         return PostgresWriteSession(self._connect, self._origin, self._limits)

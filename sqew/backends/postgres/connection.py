@@ -56,6 +56,27 @@ def connect(info: str) -> psycopg.Connection[Any]:
     return psycopg.connect(info, autocommit=True, prepare_threshold=PREPARE_THRESHOLD)
 
 
+class EndWatch:
+    """``closed_by_server`` of one connection, its poller made once: a kept connection is
+    checked before every transaction."""
+
+    __slots__ = ("_conn", "_poll")
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._conn = conn
+        self._poll: Any = None
+        if hasattr(select, "poll") and not (conn.closed or conn.broken):
+            poller = select.poll()
+            poller.register(conn.pgconn.socket, select.POLLIN)
+            self._poll = poller.poll
+
+    def __call__(self) -> bool:
+        conn = self._conn
+        if self._poll is None or conn.closed or conn.broken:
+            return closed_by_server(conn)
+        return bool(self._poll(0))
+
+
 def closed_by_server(conn: psycopg.Connection[Any]) -> bool:
     """Whether an idle connection is gone, asked of its socket, not the server (no round
     trip): an idle connection has nothing to read unless the server ended it (a restart

@@ -31,6 +31,8 @@ from sqew.backends.postgres import connection
 from sqew.backends.postgres.hot import Limits
 from sqew.backends.postgres.tx import PostgresTx
 
+_IDLE = int(TransactionStatus.IDLE)  # (compared as a plain int: no enum lookup per call)
+
 
 class Transactions:
     """Hands out a backend's transaction objects and connections.
@@ -48,11 +50,6 @@ class Transactions:
         self._limits = limits
         self._kept: list[PostgresTx] = []  # at most one (``take``)
         self._closed = False
-
-    def transaction(self, begin: str, solo: bool) -> Transaction:
-        """A transaction opened by ``begin`` (sent with its first statement); ``solo``: it
-        runs one operation (``PostgresTx``)."""
-        return Transaction(self, begin, solo)
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection[Any]]:
@@ -75,7 +72,7 @@ class Transactions:
         except IndexError:
             pass
         else:
-            if not connection.closed_by_server(tx.conn):
+            if not tx.closed_by_server():
                 return tx
             tx.conn.close()  # (ended by a restart: the pool replaces it)
             self._pool.putconn(tx.conn)
@@ -86,9 +83,8 @@ class Transactions:
         ``KEPT_MAX_S`` already and its connection is idle; else return its connection to
         the pool (which resets or replaces it)."""
         conn = tx.conn
-        if (not self._kept and not self._closed
-                and time.monotonic() - tx.since < connection.KEPT_MAX_S
-                and conn.pgconn.transaction_status == TransactionStatus.IDLE):  # (no enum)
+        if (not self._kept and not self._closed and time.monotonic() < tx.kept_until
+                and conn.pgconn.transaction_status == _IDLE):
             self._kept.append(tx)
             if not self._closed:
                 return
@@ -126,9 +122,10 @@ class Transactions:
 
 
 class Transaction:
-    """``Transactions.transaction``: committed at the end of the block or rolled back if it
-    raised (a database error raised as sqew's). A class rather than a generator-based context
-    manager: this wraps every operation."""
+    """A transaction on one of ``source``'s transaction objects, opened by ``begin`` (sent with
+    its first statement; ``solo``: it runs one operation, ``PostgresTx``): committed at the
+    end of the block or rolled back if it raised (a database error raised as sqew's). A class
+    rather than a generator-based context manager: this wraps every operation."""
 
     __slots__ = ("begin", "solo", "source", "tx")
 

@@ -12,7 +12,7 @@ from psycopg.pq import TransactionStatus
 from sqew import errors
 from sqew.backends.base import NewMessage
 from sqew.backends.paramstyle import PyformatConnection
-from sqew.backends.postgres.connection import CHANNEL
+from sqew.backends.postgres.connection import CHANNEL, KEPT_MAX_S, EndWatch
 from sqew.backends.postgres.hot import Limits, PostgresHot
 from sqew.backends.sql import SqlTx
 
@@ -112,11 +112,15 @@ class PostgresTx(PostgresHot, SqlTx):
         self.notified: set[str] = set()
         """Queues whose notification a statement that ran alone committed already."""
         self.ran_alone = False
+        self.tokens_ahead: list[str] = []
+        """Lease tokens drawn ahead for this object's claims (``PostgresHot``)."""
         self.cur = conn.cursor()
         """The hot paths' cursor (``_solo``): one for all their statements, whose answers
         are read at once. A fresh cursor would look every parameter's type up again."""
-        self.since = time.monotonic()
-        """When this object was made (``Transactions`` keeps one for a while)."""
+        self.closed_by_server = EndWatch(conn)
+        """Whether the server ended the connection while it was idle (``Transactions``)."""
+        self.kept_until = time.monotonic() + KEPT_MAX_S
+        """Until when ``Transactions`` may keep this object between transactions."""
 
     def start(self, begin: str = "BEGIN", *, solo: bool | None = None) -> None:
         """Open a transaction: ``begin`` is sent with the first statement; ``solo``, if
@@ -163,7 +167,9 @@ class PostgresTx(PostgresHot, SqlTx):
         """Commit: the notifications (payload ``"<origin> <queue>"``; a queue name has no
         spaces) and ``COMMIT`` in one round trip. An aborted transaction is rolled back and
         reported, never "committed" (PostgreSQL would answer its COMMIT with a rollback)."""
-        queues, self._notify = sorted(self._notify - self.notified), set()
+        queues: list[str] = []
+        if self._notify:
+            queues, self._notify = sorted(self._notify - self.notified), set()
         if self.c.begin is not None:  # nothing was sent (or a solo statement committed)
             self.c.begin = None
             if queues:
