@@ -140,28 +140,30 @@ _NOW = "(SELECT CAST(%(now)s AS BIGINT))"
 
 def _claim_sql(lifo: bool, limit: str, token: str) -> str:
     """The claim of up to ``limit`` messages of a queue assumed FIFO (``lifo`` False) or LIFO,
-    each leased under ``token`` (which may name ``picked``, the claimed ids in order); it
-    claims nothing when the queue is not, or when leases of it ended (``ended``)."""
+    each leased under ``token`` (which may name ``picked``, the claimed rows' addresses in
+    order); it claims nothing when the queue is not, or when leases of it ended (``ended``)."""
     literal = "TRUE" if lifo else "FALSE"
     order = "priority DESC, id DESC" if lifo else "priority DESC, available_at, id"
-    # One id: its key's equality, which PostgreSQL always reads by the key's index. `= ANY`
-    # of the array may be planned as a bitmap scan, or on a small table (when the plan kept
-    # for the connection was made) as a scan of the whole table at every claim.
-    picked_ids = ("id = (SELECT ids[1] FROM picked)" if limit == "1"
-                  else "id = ANY(CAST((SELECT ids FROM picked) AS BIGINT[]))")
+    # The claimed rows by their addresses (ctid): a TID scan reads them straight from the
+    # table, where their ids would cost a descent of the key's index each. The claim holds
+    # them locked, so no other transaction moves them meanwhile. (Were one moved before the
+    # lock, by an update committed after the statement's snapshot, its new address would not
+    # be visible to that snapshot and it would not be claimed: it stays ready, for the next.)
+    picked = ("ctid = (SELECT addrs[1] FROM picked)" if limit == "1"
+              else "ctid = ANY(CAST((SELECT addrs FROM picked) AS TID[]))")
     return (
         f"WITH q AS MATERIALIZED (SELECT {', '.join(_CLAIM_Q)}, EXISTS (SELECT 1 FROM messages "
         "m WHERE m.queue_id = queues.id AND m.lease_expires_at IS NOT NULL "
         f"AND m.lease_expires_at <= {_NOW}) AS ended FROM queues WHERE name = %(name)s), "
-        "picked AS MATERIALIZED (SELECT ARRAY(SELECT id FROM messages WHERE queue_id = "
+        "picked AS MATERIALIZED (SELECT ARRAY(SELECT ctid FROM messages WHERE queue_id = "
         f"(SELECT id FROM q WHERE NOT ended AND lifo = {literal}) "
         f"AND lease_expires_at IS NULL AND lifo = {literal} AND available_at <= {_NOW} "
         f"AND +expires_at > {_NOW} ORDER BY {order} LIMIT {limit} FOR UPDATE SKIP LOCKED) "
-        "AS ids), "
+        "AS addrs), "
         "c AS (UPDATE messages SET lease_expires_at = %(now)s + "
         "COALESCE(CAST(%(vis)s AS BIGINT), (SELECT visibility_ms FROM q)), "
         f"token = {token}, attempts = attempts + 1 "
-        f"WHERE {picked_ids} "
+        f"WHERE {picked} "
         f"RETURNING {_MSG_COLS}) "
         f"SELECT {', '.join('q.' + c for c in _CLAIM_Q)}, q.ended, "
         f"{', '.join('c.' + c for c in MessageRow._fields)} FROM q LEFT JOIN c ON TRUE"
@@ -176,7 +178,7 @@ _CLAIM = {
     **{(lifo, "one"): _claim_sql(lifo, "1", "%(token)s") for lifo in (False, True)},
     **{(lifo, "few"): _claim_sql(
         lifo, "(SELECT CAST(%(n)s AS INT))",
-        "(CAST(%(tokens)s AS TEXT[]))[array_position((SELECT ids FROM picked), id)]")
+        "(CAST(%(tokens)s AS TEXT[]))[array_position((SELECT addrs FROM picked), ctid)]")
        for lifo in (False, True)},
     **{(lifo, "many"): _claim_sql(lifo, "(SELECT CAST(%(n)s AS INT))", SqlTx.NEW_TOKEN)
        for lifo in (False, True)},
