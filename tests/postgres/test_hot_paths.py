@@ -268,6 +268,32 @@ def test_a_claim_gives_each_message_its_own_token_and_an_ack_pairs_them_by_id(
     assert (stats.ready + stats.leased, stats.acked_total) == (0, 6)
 
 
+def test_polls_of_one_past_a_draw_of_tokens_each_lease_under_a_token_of_their_own(
+    two: tuple[sqew.LocalClient, sqew.LocalClient],
+) -> None:
+    # A connection's polls of one take their tokens from TOKENS_AHEAD drawn at once: across
+    # two draws and two processes, every lease has its own, and only its own token acks it.
+    a, b = two
+    count = 2 * hot.TOKENS_AHEAD + 8
+    a.create_queue("q")
+    for start in range(0, count, 100):
+        a.enqueue_batch("q", [{"payload": i} for i in range(start, min(start + 100, count))])
+    leased = []
+    for i in range(count):
+        (m,) = (a if i % 2 else b).poll("q")
+        leased.append(m)
+    assert sorted(m.payload for m in leased) == list(range(count))  # each message once
+    tokens = {m.token for m in leased}
+    assert len(tokens) == count
+    assert all(len(t) == 32 and int(t, 16) >= 0 for t in tokens)
+    first, second = leased[0], leased[1]
+    assert a.ack_batch("q", [(first.id, second.token)])[0].status == "lease_lost"
+    for i, m in enumerate(leased):
+        assert (b if i % 2 else a).ack("q", m.id, m.token).status == "acked"
+    stats = a.stats("q")
+    assert (stats.ready, stats.leased, stats.acked_total) == (0, 0, count)
+
+
 def test_claims_and_acks_of_more_than_pair_by_position_allows(pg_url: str) -> None:
     count = hot.BY_POSITION_MAX + 20
     backend = open_backend(pg_url)
