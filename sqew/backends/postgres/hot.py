@@ -146,9 +146,10 @@ def _claim_sql(lifo: bool, limit: str, token: str) -> str:
     order = "priority DESC, id DESC" if lifo else "priority DESC, available_at, id"
     # The claimed rows by their addresses (ctid): a TID scan reads them straight from the
     # table, where their ids would cost a descent of the key's index each. The claim holds
-    # them locked, so no other transaction moves them meanwhile. (Were one moved before the
-    # lock, by an update committed after the statement's snapshot, its new address would not
-    # be visible to that snapshot and it would not be claimed: it stays ready, for the next.)
+    # them locked, so no other transaction moves them meanwhile. (One changed before the lock
+    # by a transaction committed after the statement's snapshot, a message claimed and given
+    # back in that moment, has a new address that the snapshot cannot see: if it still
+    # qualifies, it is not claimed and stays ready for the next poll.)
     picked = ("ctid = (SELECT addrs[1] FROM picked)" if limit == "1"
               else "ctid = ANY(CAST((SELECT addrs FROM picked) AS TID[]))")
     return (
