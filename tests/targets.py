@@ -64,6 +64,8 @@ class Target:
         clock: the service's clock: a ``ManualClock`` when the test asked for one.
         connect: opens another client on the same store, reading time from the given clock
             (concurrency tests: a second consumer, a producer in another thread).
+        url: the store's database URL: ``sqew.LocalClient(url)`` is another process's view of
+            it (its own service and waiter, no wake-ups shared with the client's).
         sqlite_path: the SQLite file behind the store, when there is one (row-level checks).
         service: the service the client reaches (in this process for both client kinds).
     """
@@ -72,6 +74,7 @@ class Target:
     client: sqew.Client
     clock: Clock
     connect: Callable[[Clock], sqew.Client]
+    url: str = ""
     sqlite_path: Path | None = None
     service: QueueService | None = None
     rng: random.Random = field(default_factory=random.Random)
@@ -155,8 +158,8 @@ def local(name: str, store: Store, clock: Clock, *, reap_interval_ms: int) -> Ta
     rng = random.Random()
     client = sqew.LocalClient(store.url, clock=clock, reap_interval_ms=reap_interval_ms,
                               rng=rng)
-    target = Target(name, client, clock, connect, sqlite_path=store.sqlite_path,
-                    service=client.service, rng=rng)
+    target = Target(name, client, clock, connect, url=store.url,
+                    sqlite_path=store.sqlite_path, service=client.service, rng=rng)
     target._cleanups.append(client.close)
     return target
 
@@ -178,8 +181,9 @@ def http(name: str, store: Store, clock: Clock, *, reap_interval_ms: int) -> Tar
         return extra
 
     client = sqew.Client(server.url)
-    target = Target(name, client, clock, connect, sqlite_path=store.sqlite_path,
-                    service=server.app.state.runtime.service, rng=rng)
+    target = Target(name, client, clock, connect, url=store.url,
+                    sqlite_path=store.sqlite_path, service=server.app.state.runtime.service,
+                    rng=rng)
     target._cleanups.extend([server.stop, client.close])
     return target
 

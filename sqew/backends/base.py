@@ -72,10 +72,14 @@ class Tx(KeyStatementsContract, abc.ABC):
 
     def notify(self, queues: Iterable[str]) -> None:
         """Tell other processes' waiters, when this transaction commits, that messages of
-        ``queues`` may have become ready (the writers call it last, before the commit).
+        ``queues`` may have become ready, or become due sooner (the writers call it last,
+        before the commit, with the ``notify`` of every operation that succeeded in it).
 
-        Default: nothing (SQLite's waiters watch the file instead); PostgreSQL sends a
-        ``NOTIFY`` per queue, which the database delivers only if the transaction commits.
+        Every write that can make a message ready or due sooner names its queue in its
+        operation's ``notify``: a long poll of another process sleeps until this says so.
+        SQLite bumps the queues' ``wakeups`` counter, which other processes' waiters watch;
+        PostgreSQL sends a ``NOTIFY`` per queue, which the database delivers only if the
+        transaction commits.
         """
 
     # --- queues ---------------------------------------------------------------------------------

@@ -70,6 +70,9 @@ queues = Table(
     # enqueue token bucket (rate_limit_per_s)
     Column("rl_tokens", Float, nullable=False, server_default=text("0")),
     Column("rl_at", BigInteger, nullable=False, server_default=text("0")),
+    # Bumped by every commit that may have made a message of the queue ready (``Tx.notify``
+    # on SQLite): what other processes' long polls watch.
+    Column("wakeups", BigInteger, nullable=False, server_default=text("0")),
     sqlite_autoincrement=True,
 )
 
@@ -180,6 +183,15 @@ api_keys = Table(
     Column("hash", Text, nullable=False),  # argon2id of the whole key; never the key
     Column("created_at", BigInteger, nullable=False),
     Column("last_used_at", BigInteger, nullable=True),
+)
+
+
+meta = Table(
+    "meta",
+    metadata,
+    # Settings of the whole database: ``auth_required`` ("1" once a key was ever made).
+    Column("name", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
 )
 
 

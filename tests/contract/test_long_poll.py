@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from targets import Target
 
 WAIT_MS = 15_000  # far longer than the test needs: a poll that returns empty fails the test
+LONGEST_WAIT_MS = 20_000
+WAKE_SLACK_S = 8  # a woken poll returns in about 50 ms; one that was not waits 20 s
 
 
 class Poller(threading.Thread):
@@ -39,6 +41,17 @@ class Poller(threading.Thread):
         """Wait (bounded) for the poll and return its messages."""
         self.join(timeout=WAIT_MS / 1000 + 10)
         assert not self.is_alive(), "the long poll did not return"
+        assert self.error is None, self.error
+        assert self.result is not None
+        return self.result
+
+
+    def woken(self) -> list[sqew.LeasedMessage]:
+        """The poll's messages, which it must return long before its wait runs out (a poll
+        that slept through the commit returns only when its wait ends, with a last claim)."""
+        wait_s = self.kwargs["wait_ms"] / 1000
+        self.join(timeout=wait_s - WAKE_SLACK_S)
+        assert not self.is_alive(), "the long poll slept through the commit that woke it"
         assert self.error is None, self.error
         assert self.result is not None
         return self.result
@@ -105,3 +118,44 @@ def test_returns_at_once_when_ready(realtime_target: Target) -> None:
     client.create_queue("q")
     msg_id = client.enqueue("q", 1).message_id
     assert [m.id for m in client.poll("q", wait_ms=WAIT_MS)] == [msg_id]
+
+
+def another_process(target: Target) -> sqew.Client:
+    """A client on the target's store with a service of its own: its commits reach the
+    target's waiting polls only through the database (as another process's do)."""
+    other = sqew.LocalClient(target.url)
+    target._cleanups.append(other.close)
+    return other
+
+
+def test_woken_by_a_lease_given_back_from_another_process(realtime_target: Target) -> None:
+    client = realtime_target.client
+    client.create_queue("q", visibility_ms=600_000)
+    msg_id = client.enqueue("q", "held").message_id
+    holder = another_process(realtime_target)
+    (held,) = holder.poll("q")
+    # The poll's next due time is the lease's end, long after its wait: only a wake-up
+    # brings the message back in time.
+    poller = started(Poller(client, "q", wait_ms=LONGEST_WAIT_MS))
+    holder.extend_lease("q", held.id, held.token, 0)
+    (m,) = poller.woken()
+    assert (m.id, m.attempts) == (msg_id, 2)
+
+
+def test_woken_when_an_ack_and_a_requeue_leave_the_depth_as_it_was(
+    realtime_target: Target,
+) -> None:
+    client = realtime_target.client
+    client.create_queue("q", max_attempts=1, visibility_ms=600_000)
+    holder = another_process(realtime_target)
+    failed = client.enqueue("q", "failed").message_id
+    (m,) = holder.poll("q")
+    holder.nack("q", m.id, m.token)  # its one attempt: to the DLQ
+    client.enqueue("q", "held")
+    (held,) = holder.poll("q")
+    poller = started(Poller(client, "q", wait_ms=LONGEST_WAIT_MS))
+    # The depth goes down by one and up by one: only the requeue made a message ready.
+    holder.ack("q", held.id, held.token)
+    assert holder.dlq_requeue("q") == 1
+    (got,) = poller.woken()
+    assert got.id == failed

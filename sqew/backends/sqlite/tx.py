@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from sqew.backends.base import NewMessage
 from sqew.backends.sql import SqlTx
@@ -19,6 +19,16 @@ class SqliteTx(SqlTx):
 
     def _in_transaction(self) -> bool:
         return bool(self.c.in_transaction)
+
+    def notify(self, queues: Iterable[str]) -> None:
+        """Bump the ``wakeups`` counter of ``queues``: the long polls of other processes
+        watch it (``SqliteWaiter``), and it moves with the commit or not at all."""
+        names = sorted(set(queues))
+        if names:
+            marks = ", ".join("?" * len(names))
+            self.c.execute(
+                f"UPDATE queues SET wakeups = wakeups + 1 WHERE name IN ({marks})", names
+            )
 
     # Positional: sqlite3 binds a tuple faster than a mapping, and executemany over the rows'
     # own tuples needs no conversion (this is the enqueue hot path).

@@ -1,11 +1,13 @@
 """SQLite's waiter: in-process wakes, plus a data-version check for other processes' commits.
 
 Another process (the CLI, another server worker) commits to the same file without telling
-this one. One watcher task per event loop with waits reads ``PRAGMA data_version`` every
-``CHANGE_POLL_S`` (a header read); only when it moved does it read the waited queues' counters
-in one statement, and it wakes the waits of the queues whose counters differ from what their
-poll saw before it claimed. So a thousand idle waits cost one cheap read per tick, and a write
-to one queue wakes only that queue's polls.
+this one, except through the file: every commit that may make a message of a queue ready bumps
+that queue's ``wakeups`` counter (``SqliteTx.notify``, what PostgreSQL's ``NOTIFY`` is there).
+One watcher task per event loop with waits reads ``PRAGMA data_version`` every
+``CHANGE_POLL_S`` (a header read); only when it moved does it read the waited queues'
+``wakeups`` in one statement, and it wakes the waits of the queues whose counter differs from
+what their poll saw before it claimed (or that are gone). So a thousand idle waits cost one
+cheap read per tick, and a write to one queue wakes only that queue's polls.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ IDLE_TICKS = 40
 """Ticks a loop's watcher keeps running after its last wait ended (2 s)."""
 log = logging.getLogger("sqew.sqlite")
 
-Snapshot = tuple[Any, ...] | None
-"""A queue's counters that move when its messages may become ready (None: no such queue)."""
+Snapshot = int | None
+"""A queue's ``wakeups`` counter (None: no such queue)."""
 
 
 class _Watcher:
@@ -50,8 +52,8 @@ class SqliteWaiter(InProcessWaiter):
         self._watchers: dict[asyncio.AbstractEventLoop, _Watcher] = {}
 
     def _external_mark(self, queue: str) -> object:
-        # The queue's counters now, read before the poll claims: the watcher wakes the wait
-        # when they differ from these (one indexed read per wait).
+        # The queue's counter now, read before the poll claims: the watcher wakes the wait
+        # when it differs from this (one indexed read per wait).
         try:
             return _snapshot(self._connection(), queue)
         except sqlite3.Error as exc:
@@ -110,14 +112,14 @@ class SqliteWaiter(InProcessWaiter):
             return
         marks = ", ".join("?" * len(names))
         rows = conn.execute(
-            f"SELECT name, {_COUNTERS} FROM queues WHERE name IN ({marks})", names,
+            f"SELECT name, wakeups FROM queues WHERE name IN ({marks})", names,
         ).fetchall()
         now: dict[str, Snapshot] = {name: None for name in names}
-        for row in rows:
-            now[row[0]] = tuple(row[1:])
+        for name, wakeups in rows:
+            now[name] = int(wakeups)
         for name, waits in watcher.waits.items():
             for future, seen in list(waits.items()):
-                if _may_be_ready(seen, now[name]):
+                if seen != now[name]:
                     wake(future)
 
     def close(self) -> None:
@@ -128,18 +130,6 @@ class SqliteWaiter(InProcessWaiter):
                     watcher.task.get_loop().call_soon_threadsafe(watcher.task.cancel)
 
 
-_COUNTERS = "depth, enqueued_total, nacked_total, dead_lettered_total"
-
-
-def _may_be_ready(seen: Snapshot, now: Snapshot) -> bool:
-    """Whether the counters moved the way a write that makes messages ready moves them: an
-    enqueue, a nack, a dead-lettering out of it, more depth (a requeue, a dead-lettering into
-    a DLQ), or the queue gone. Acks and purges (less depth, nothing else) wake nobody."""
-    if seen is None or now is None:
-        return seen is not now
-    return now[0] > seen[0] or now[1:] != seen[1:]
-
-
 def _snapshot(conn: sqlite3.Connection, queue: str) -> Snapshot:
-    row = conn.execute(f"SELECT {_COUNTERS} FROM queues WHERE name = ?", (queue,)).fetchone()
-    return None if row is None else tuple(row)
+    row = conn.execute("SELECT wakeups FROM queues WHERE name = ?", (queue,)).fetchone()
+    return None if row is None else int(row[0])
