@@ -409,7 +409,10 @@ class Purged(Struct):
 class Requeued(Struct):
     """Result of a DLQ requeue."""
 
-    requeued: int
+    requeued: Annotated[int, Meta(description="messages moved back to the queue")]
+    left: Annotated[int, Meta(description=(
+        "messages that would have moved but stay in the DLQ: the queue holds its max_depth"
+    ))] = 0
 
 
 class Removed(Struct):

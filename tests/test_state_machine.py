@@ -329,7 +329,7 @@ class QueueMachine(RuleBasedStateMachine):
     @rule()
     def requeue_dlq(self) -> None:
         dead = [m for m in self.msgs.values() if m.loc == "dlq"]
-        assert self.client.dlq_requeue(Q) == len(dead)
+        assert self.client.dlq_requeue(Q).requeued == len(dead)
         for m in dead:
             m.loc, m.attempts = "q", 0
             m.available_at, m.expires_at = self.now, self.now + RETENTION

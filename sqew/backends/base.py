@@ -46,6 +46,7 @@ from sqew.backends.key_contract import KeyStatementsContract
 # The rows the contract's statements take and return (re-exported: they belong to it).
 from sqew.backends.rows import ClaimQueue as ClaimQueue
 from sqew.backends.rows import KeyRow as KeyRow
+from sqew.backends.rows import LiveCounts as LiveCounts
 from sqew.backends.rows import MessageRow as MessageRow
 from sqew.backends.rows import NewMessage as NewMessage
 from sqew.backends.rows import QueueCounts as QueueCounts
@@ -217,8 +218,13 @@ class Tx(KeyStatementsContract, abc.ABC):
 
     # --- reads and admin ------------------------------------------------------------------------
     @abc.abstractmethod
-    def peek(self, queue_id: int, lifo: bool, now: int, limit: int) -> list[MessageRow]:
-        """The next ready messages in delivery order, untouched."""
+    def peek(
+        self, queue_id: int, lifo: bool, now: int, limit: int, max_attempts: int | None
+    ) -> list[MessageRow]:
+        """The next ready messages in delivery order, untouched: what the next poll at
+        ``now`` would lease. A message whose lease ended is ready again (from its lease's
+        end), unless it had ``max_attempts`` (None: a DLQ, no limit) and is on its way to
+        the DLQ."""
 
     @abc.abstractmethod
     def get_message(self, queue_id: int, msg_id: int) -> MessageRow | None:
@@ -264,13 +270,18 @@ class Tx(KeyStatementsContract, abc.ABC):
 
     @abc.abstractmethod
     def move_all(
-        self, from_id: int, to: QueueRow, ids: Sequence[int] | None, now: int
-    ) -> int:
-        """Move messages (all, or ``ids``) to queue ``to``, ready now, attempts reset.
+        self, from_id: int, to: QueueRow, ids: Sequence[int] | None, now: int,
+        limit: int | None = None,
+    ) -> tuple[int, int]:
+        """Move messages (all, or ``ids``) to queue ``to``, ready now, attempts reset, with
+        ``to``'s retention as their new TTL; at most ``limit`` of them (None: no limit), the
+        smallest ids first.
 
         A message whose lease has not ended at ``now`` is skipped and stays where it is, so
         its holder can still ack it (a DLQ consumer's lease is not taken away); one whose
-        lease has ended moves, its token cleared. Returns how many moved.
+        lease has ended moves, its token cleared. An expired message never moves (it is gone;
+        the reaper removes it). Returns how many moved, and how many more would have moved
+        but for ``limit``.
         """
 
     @abc.abstractmethod
@@ -282,8 +293,8 @@ class Tx(KeyStatementsContract, abc.ABC):
         """
 
     @abc.abstractmethod
-    def counts(self, queue_id: int, now: int) -> tuple[int, int, int, int | None]:
-        """(leased, delayed, expired-not-yet-reaped, oldest ready available_at) of a queue."""
+    def counts(self, queue_id: int, now: int) -> LiveCounts:
+        """A queue's counts at ``now`` (see ``QueueCounts``), as the next poll sees them."""
 
     @abc.abstractmethod
     def all_counts(self, now: int) -> list[QueueCounts]:

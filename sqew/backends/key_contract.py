@@ -33,8 +33,14 @@ class KeyStatementsContract(abc.ABC):
         """Remove the API keys bound to ``queue``; returns how many."""
 
     @abc.abstractmethod
-    def any_key(self) -> bool:
-        """Whether any API key exists."""
+    def auth_required(self) -> bool:
+        """Whether API keys are enforced on this database: a key exists, or one existed
+        (the ``auth_required`` setting, set with the first key and kept when every key is
+        gone)."""
+
+    @abc.abstractmethod
+    def set_auth_required(self, required: bool) -> None:
+        """Set the database's ``auth_required`` setting."""
 
     @abc.abstractmethod
     def touch_keys(self, used: Sequence[tuple[str, int]]) -> None:

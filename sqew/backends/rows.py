@@ -86,8 +86,23 @@ class QueueCounts(NamedTuple):
     """Unleased messages not available yet."""
     expired: int
     """Expired messages not reaped yet."""
+    ending: int
+    """Messages whose last allowed lease ended: the next poll (or the reaper) moves them to
+    the DLQ (none in a DLQ)."""
     oldest: int | None
-    """``available_at`` of the oldest ready message."""
+    """When the oldest ready message became ready: its ``available_at``, or the end of its
+    lease for a message whose lease ended (with attempts left)."""
+
+
+class LiveCounts(NamedTuple):
+    """A queue's counts at a moment (``Tx.counts``): the fields of ``QueueCounts`` that are
+    not columns of its row."""
+
+    leased: int
+    delayed: int
+    expired: int
+    ending: int
+    oldest: int | None
 
 
 class MessageRow(NamedTuple):

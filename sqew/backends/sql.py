@@ -18,11 +18,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
-from sqew.backends.base import MessageRow, NewMessage, QueueRow, Tx
+from sqew.backends.base import LiveCounts, MessageRow, NewMessage, QueueRow, Tx
 from sqew.backends.paramstyle import PyformatConnection
 from sqew.backends.sql_hot import HotStatements
 from sqew.backends.sql_keys import KeyStatements
-from sqew.backends.sql_queues import QueueStatements
+from sqew.backends.sql_queues import ENDED_LEASES, QueueStatements
 from sqew.backends.sql_scans import ScanStatements
 
 _MSG_COLS = ", ".join(MessageRow._fields)
@@ -34,6 +34,7 @@ _NEW_MESSAGE_COLS = (
 INSERT_CHUNK = 100
 """Rows per multi-row ``INSERT`` of the neutral ``insert_messages`` (800 parameters)."""
 
+_NO_LIMIT = 2**31 - 1  # attempts, where none moves a message on (a DLQ's)
 LEASE_EXPIRED = "lease expired"
 """``last_error`` of a message dead-lettered because its last allowed lease ran out."""
 
@@ -250,9 +251,22 @@ class SqlTx(HotStatements, QueueStatements, KeyStatements, ScanStatements, Tx):
         ) == 1
 
     # --- reads and admin ------------------------------------------------------------------------
-    def peek(self, queue_id: int, lifo: bool, now: int, limit: int) -> list[MessageRow]:
+    def peek(
+        self, queue_id: int, lifo: bool, now: int, limit: int, max_attempts: int | None
+    ) -> list[MessageRow]:
+        # The ready rows (a walk of the claim index) and the rows whose lease ended (few:
+        # polls and the reaper sweep them), merged in delivery order; a swept row is ready
+        # from its lease's end (``release_expired``).
+        order = ("priority DESC, id DESC" if lifo else
+                 "priority DESC, COALESCE(lease_expires_at, available_at), id")
         rows = self._all(
-            self._ready_select(lifo, _MSG_COLS), {"q": queue_id, "now": now, "n": limit}
+            f"SELECT {_MSG_COLS} FROM (SELECT * FROM ({self._ready_select(lifo, _MSG_COLS)}) "
+            f"AS ready UNION ALL SELECT {_MSG_COLS} FROM messages WHERE queue_id = :q "
+            "AND lease_expires_at IS NOT NULL AND lease_expires_at <= :now "
+            "AND expires_at > :now AND attempts < :max) AS due "
+            f"ORDER BY {order} LIMIT :n",
+            {"q": queue_id, "now": now, "n": limit,
+             "max": _NO_LIMIT if max_attempts is None else max_attempts},
         )
         return [MessageRow._make(r) for r in rows]
 
@@ -279,23 +293,47 @@ class SqlTx(HotStatements, QueueStatements, KeyStatements, ScanStatements, Tx):
         )
         return [MessageRow._make(r) for r in rows]
 
-    def move_all(self, from_id: int, to: QueueRow, ids: Sequence[int] | None, now: int) -> int:
-        # A live lease stays with its holder (its ack must still succeed); the origin is
-        # forgotten: on an ordinary queue a message has none.
-        sql = (
-            "UPDATE messages SET queue_id = :to, attempts = 0, lease_expires_at = NULL, "
-            f"token = NULL, available_at = :now, expires_at = :exp, lifo = {self._bool(to.lifo)}, "
-            "origin_queue = NULL WHERE queue_id = :from "
-            "AND (lease_expires_at IS NULL OR lease_expires_at <= :now)"
-        )
+    def move_all(
+        self, from_id: int, to: QueueRow, ids: Sequence[int] | None, now: int,
+        limit: int | None = None,
+    ) -> tuple[int, int]:
+        # A live lease stays with its holder (its ack must still succeed); an expired message
+        # is gone (only the reaper has yet to remove it); the origin is forgotten: on an
+        # ordinary queue a message has none. The conditions are on the UPDATE itself, so a
+        # row a concurrent claim leased after the ids were picked is skipped.
         params: dict[str, Any] = {"to": to.id, "now": now, "exp": now + to.retention_ms,
                                   "from": from_id}
-        if ids is None:
-            return self._rowcount(sql, params)
+        movable = (
+            "queue_id = :from AND (lease_expires_at IS NULL OR lease_expires_at <= :now) "
+            "AND expires_at > :now"
+        )
+        update = (
+            "UPDATE messages SET queue_id = :to, attempts = 0, lease_expires_at = NULL, "
+            f"token = NULL, available_at = :now, expires_at = :exp, lifo = {self._bool(to.lifo)}, "
+            f"origin_queue = NULL WHERE {movable}"
+        )
+        if ids is None and limit is None:
+            return self._rowcount(update, params), 0
+        if ids is None:  # the first ``limit`` by id, and how many there are
+            assert limit is not None
+            total = int(self._one(f"SELECT COUNT(*) FROM messages WHERE {movable}", params)[0])
+            chosen = [int(r[0]) for r in self._all(
+                f"SELECT id FROM messages WHERE {movable} ORDER BY id LIMIT :n",
+                {**params, "n": max(limit, 0)})]
+        else:
+            found: set[int] = set()
+            for chunk in _chunks(sorted(set(ids)), _KEYS_PER_LOOKUP):
+                named = {**params}
+                found.update(int(r[0]) for r in self._all(
+                    f"SELECT id FROM messages WHERE {movable} AND id IN "
+                    f"({_marks(chunk, named)})", named))
+            total = len(found)
+            chosen = sorted(found)[:None if limit is None else max(limit, 0)]
         moved = 0
-        for msg_id in ids:
-            moved += self._rowcount(sql + " AND id = :id", {**params, "id": msg_id})
-        return moved
+        for chunk in _chunks(chosen, _KEYS_PER_LOOKUP):
+            named = {**params}
+            moved += self._rowcount(f"{update} AND id IN ({_marks(chunk, named)})", named)
+        return moved, total - len(chosen)
 
     def next_due(self, queue_id: int, now: int) -> int | None:
         # A message that expires by the time it is due (or already has) never becomes ready:
@@ -315,7 +353,7 @@ class SqlTx(HotStatements, QueueStatements, KeyStatements, ScanStatements, Tx):
         due = [int(t) for t in (lease, avail) if t is not None]
         return min(due) if due else None
 
-    def counts(self, queue_id: int, now: int) -> tuple[int, int, int, int | None]:
+    def counts(self, queue_id: int, now: int) -> LiveCounts:
         leased = self._one(
             "SELECT COUNT(*) FROM messages WHERE queue_id = :q AND lease_expires_at IS NOT NULL "
             "AND lease_expires_at > :now AND expires_at > :now",
@@ -331,13 +369,17 @@ class SqlTx(HotStatements, QueueStatements, KeyStatements, ScanStatements, Tx):
                 {"q": queue_id, "now": now},
             )
             delayed += int(n or 0)
-            if first is not None and (oldest is None or first < oldest):
-                oldest = int(first)
+            oldest = _earliest(oldest, first)
+        ending, first = self._one(
+            ENDED_LEASES.format(key="", where="m.queue_id = :q", group=""),
+            {"q": queue_id, "now": now},
+        )
         expired = self._one(
             "SELECT COUNT(*) FROM messages WHERE queue_id = :q AND expires_at <= :now",
             {"q": queue_id, "now": now},
         )[0]
-        return int(leased), delayed, int(expired), oldest
+        return LiveCounts(int(leased), delayed, int(expired), int(ending or 0),
+                          _earliest(oldest, first))
 
     def reap_messages(self, queue_id: int, now: int, limit: int) -> int:
         return self._rowcount(
@@ -370,6 +412,25 @@ class SqlTx(HotStatements, QueueStatements, KeyStatements, ScanStatements, Tx):
             "WHERE queue_id = :q ORDER BY id LIMIT :n) AS head WHERE acked_at <= :before)",
             {"q": queue_id, "before": acked_before, "n": limit},
         )
+
+
+def _chunks(items: Sequence[int], size: int) -> list[Sequence[int]]:
+    """``items`` in slices of at most ``size``."""
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+def _marks(ids: Sequence[int], params: dict[str, Any]) -> str:
+    """``:i0, :i1, …`` for ``ids``, added to ``params``."""
+    for i, value in enumerate(ids):
+        params[f"i{i}"] = value
+    return ", ".join(f":i{i}" for i in range(len(ids)))
+
+
+def _earliest(a: int | None, b: Any) -> int | None:
+    """The earlier of two times, either of which may be missing."""
+    if b is None:
+        return a
+    return int(b) if a is None or b < a else a
 
 
 def in_delivery_order(rows: list[MessageRow], lifo: bool) -> list[MessageRow]:

@@ -39,8 +39,18 @@ class KeyStatements:
     def delete_keys_of_queue(self, queue: str) -> int:
         return self._rowcount("DELETE FROM api_keys WHERE queue = :q", {"q": queue})
 
-    def any_key(self) -> bool:
-        return self._one("SELECT 1 FROM api_keys LIMIT 1") is not None
+    def auth_required(self) -> bool:
+        return self._one(
+            "SELECT 1 FROM api_keys UNION ALL SELECT 1 FROM meta "
+            "WHERE name = 'auth_required' AND value = '1' LIMIT 1"
+        ) is not None
+
+    def set_auth_required(self, required: bool) -> None:
+        self.c.execute(
+            "INSERT INTO meta (name, value) VALUES ('auth_required', :v) "
+            "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+            {"v": "1" if required else "0"},
+        )
 
     def touch_keys(self, used: Sequence[tuple[str, int]]) -> None:
         self.c.executemany(

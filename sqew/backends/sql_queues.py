@@ -18,6 +18,20 @@ _COUNTS_FROM_ROW = QueueCounts._fields.index("leased")
 """QueueCounts' first fields are columns of the queue row."""
 
 
+ENDED_LEASES = (
+    "SELECT {key}SUM(CASE WHEN q.parent_id IS NULL AND m.attempts >= q.max_attempts THEN 1 "
+    "ELSE 0 END) AS ending, MIN(CASE WHEN q.parent_id IS NOT NULL "
+    "OR m.attempts < q.max_attempts THEN m.lease_expires_at END) AS oldest "
+    "FROM messages m JOIN queues q ON q.id = m.queue_id WHERE {where} "
+    "AND m.lease_expires_at IS NOT NULL AND m.lease_expires_at <= :now "
+    "AND m.expires_at > :now{group}"
+)
+"""Of the unexpired messages whose lease ended at ``now``: how many had their last allowed
+attempt (``ending``: the next poll moves them to the DLQ) and when the first of the others
+became ready again (``oldest``: its lease's end). ``{where}`` picks the messages (``m``),
+``{key}`` and ``{group}`` group them by queue."""
+
+
 class QueueStatements:
     """Finding, creating, changing and counting queues: a part of ``SqlTx``, which supplies
     the connection ``c`` and the helpers."""
@@ -129,17 +143,17 @@ class QueueStatements:
         # One statement for every queue: the leased and expired counts are seeks per queue
         # (correlated, on ix_messages_leased and ix_messages_expiry); the delayed count and
         # the oldest ready message need the unleased messages, read once per claim index in
-        # index order (grouped by queue_id, the index's first column), as ``counts`` does.
-        # As CTEs: written as subqueries in FROM, SQLite scanned ix_messages_expiry instead
-        # (and read every message's row).
+        # index order (grouped by queue_id, the index's first column), as ``counts`` does;
+        # the ended leases (few) are read once, grouped. As CTEs: written as subqueries in
+        # FROM, SQLite scanned ix_messages_expiry instead (and read every message's row).
         out: list[QueueCounts] = []
         for r in self._all(self._all_counts_sql(), {"now": now}):
-            *head, leased, expired, delayed_f, oldest_f, delayed_l, oldest_l = r
-            oldest = oldest_f if oldest_l is None else (
-                oldest_l if oldest_f is None else min(oldest_f, oldest_l))
+            *head, leased, expired, delayed_f, oldest_f, delayed_l, oldest_l, ending, oldest_e = r
+            oldest = min((int(t) for t in (oldest_f, oldest_l, oldest_e) if t is not None),
+                         default=None)
             out.append(QueueCounts._make((
                 *head, int(leased), int(delayed_f or 0) + int(delayed_l or 0), int(expired),
-                None if oldest is None else int(oldest),
+                int(ending or 0), oldest,
             )))
         return out
 
@@ -157,17 +171,20 @@ class QueueStatements:
                     f"AND lifo = {lifo} AND +expires_at > :now GROUP BY queue_id"
                 )
 
+            ended = ENDED_LEASES.format(key="m.queue_id, ", where=self.TRUE,
+                                        group=" GROUP BY m.queue_id")
             sql = _ALL_COUNTS_SQL[type(self)] = (
-                f"WITH f AS ({unleased(self.FALSE)}), l AS ({unleased(self.TRUE)}) "
+                f"WITH f AS ({unleased(self.FALSE)}), l AS ({unleased(self.TRUE)}), "
+                f"e AS ({ended}) "
                 f"SELECT {cols}, "
                 "(SELECT COUNT(*) FROM messages m WHERE m.queue_id = q.id "
                 "AND m.lease_expires_at IS NOT NULL AND m.lease_expires_at > :now "
                 "AND m.expires_at > :now), "
                 "(SELECT COUNT(*) FROM messages m WHERE m.queue_id = q.id "
                 "AND m.expires_at <= :now), "
-                "f.delayed, f.oldest, l.delayed, l.oldest FROM queues q "
+                "f.delayed, f.oldest, l.delayed, l.oldest, e.ending, e.oldest FROM queues q "
                 "LEFT JOIN f ON f.queue_id = q.id LEFT JOIN l ON l.queue_id = q.id "
-                "ORDER BY q.name"
+                "LEFT JOIN e ON e.queue_id = q.id ORDER BY q.name"
             )
         return sql
 

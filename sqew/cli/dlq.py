@@ -8,7 +8,7 @@ import typer
 
 from sqew import models
 from sqew.cli import output, params
-from sqew.cli.state import current
+from sqew.cli.state import State, current
 
 app = typer.Typer(
     help="Inspect, requeue and purge a queue's dead-letter queue (QUEUE.dlq).",
@@ -70,6 +70,13 @@ def requeue(
     """
     state = current(ctx)
     wanted = None if ids is None else params.id_list(ids)  # a usage error opens nothing
-    n = state.client.dlq_requeue(queue, wanted)
-    output.emit(state.json, models.Requeued(n),
-                output.line(f"requeued {output.plural(n, 'message')} from {queue}.dlq"))
+    report_requeued(state, queue, state.client.dlq_requeue(queue, wanted))
+
+
+def report_requeued(state: State, queue: str, result: models.Requeued) -> None:
+    """Print a requeue's result: how many moved, and how many the queue had no room for."""
+    text = f"requeued {output.plural(result.requeued, 'message')} from {queue}.dlq"
+    if result.left:
+        text += (f"; {output.plural(result.left, 'message')} left there: queue '{queue}' "
+                 "is at its max_depth")
+    output.emit(state.json, result, output.line(text))

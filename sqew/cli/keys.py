@@ -13,9 +13,10 @@ from typing import Annotated
 
 import typer
 
-from sqew import models
+from sqew import errors, locations, models
 from sqew.cli import output, params
 from sqew.cli.state import current
+from sqew.client.local import LocalClient
 
 app = typer.Typer(
     help="Mint, list and revoke API keys (on --db, without a key: the first key is made so).",
@@ -97,3 +98,38 @@ def revoke(
     state.client.revoke_key(id)
     if not state.json:
         output.line(f"revoked API key {id}")(output.console())
+
+
+@app.command("open-access")
+def open_access(
+    ctx: typer.Context,
+    yes: Annotated[bool, typer.Option(
+        "--yes", help="Confirm: anyone who can reach a server on this database may use it.")
+    ] = False,
+) -> None:
+    """Stop requiring API keys on a database that has none left (--db only).
+
+    Once a database has had a key, servers on it require one, even after every key was
+    revoked or deleted with its queue; this is the only way back to an open store. A server
+    on loopback then serves anyone who can reach it (within a second); a server listening
+    beyond loopback without --insecure still requires a key. Minting a key turns keys back
+    on. Refused while keys exist.
+
+    Example:
+
+        sqew --db sqew.db keys open-access --yes
+    """
+    state = current(ctx)
+    if state.url:
+        raise errors.ValidationError(
+            "keys open-access works on a database (--db) by its owner, never over --url"
+        )
+    if not yes:
+        raise errors.ValidationError(
+            "give --yes: anyone who can reach a server on this database could use every queue"
+        )
+    client = state.client
+    assert isinstance(client, LocalClient)
+    client.open_access()
+    output.emit(state.json, {"auth_required": False}, output.line(
+        f"API keys are no longer required on {locations.shown(state.db)}"))

@@ -12,8 +12,8 @@ import msgspec
 import typer
 
 from sqew import models, queue_settings
+from sqew.cli import dlq, output
 from sqew.cli import export as export_ndjson
-from sqew.cli import output
 from sqew.cli.state import current
 
 app = typer.Typer(help="Create, change, inspect and maintain queues.", no_args_is_help=True)
@@ -175,9 +175,7 @@ def requeue_dlq(ctx: typer.Context, name: Name) -> None:
         sqew queue requeue-dlq --name jobs
     """
     state = current(ctx)
-    n = state.client.dlq_requeue(name)
-    output.emit(state.json, models.Requeued(n),
-                output.line(f"requeued {output.plural(n, 'message')} from {name}.dlq"))
+    dlq.report_requeued(state, name, state.client.dlq_requeue(name))
 
 
 @app.command("compact")

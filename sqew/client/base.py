@@ -212,11 +212,15 @@ class Client(abc.ABC):
                              max_id=max_id, limit=batch)
 
     @abc.abstractmethod
-    def dlq_requeue(self, queue: str, ids: Iterable[int] | None = None) -> int:
+    def dlq_requeue(
+        self, queue: str, ids: Iterable[int] | None = None
+    ) -> models.Requeued:
         """Move DLQ messages (all, or ``ids``) back to the queue with attempts reset.
 
-        A DLQ message a consumer holds a live lease on stays until that lease ends; the
-        count says how many moved.
+        As many move as the queue's ``max_depth`` admits, the smallest ids first:
+        ``.requeued`` says how many moved, ``.left`` how many stay in the DLQ for want of
+        room. A DLQ message a consumer holds a live lease on stays until that lease ends; an
+        expired one never moves.
         """
         raise NotImplementedError
 

@@ -284,10 +284,12 @@ class HttpClient(Client):
                           params={"source": source, "after_id": after_id, "max_id": max_id,
                                   "limit": limit})
 
-    def dlq_requeue(self, queue: str, ids: Iterable[int] | None = None) -> int:
+    def dlq_requeue(
+        self, queue: str, ids: Iterable[int] | None = None
+    ) -> models.Requeued:
         body = None if ids is None else {"ids": list(ids)}
         return self._call(models.Requeued, "POST", f"/queues/{self._q(queue)}/dlq/requeue",
-                          body=body).requeued
+                          body=body)
 
     def dlq_purge(self, queue: str) -> int:
         return self._call(models.Purged, "POST", f"/queues/{self._q(queue)}/dlq/purge").purged

@@ -196,7 +196,9 @@ class LocalClient(Client):
         _decoded(page.messages)
         return page
 
-    def dlq_requeue(self, queue: str, ids: Iterable[int] | None = None) -> int:
+    def dlq_requeue(
+        self, queue: str, ids: Iterable[int] | None = None
+    ) -> models.Requeued:
         body = convert({"ids": None if ids is None else list(ids)}, models.RequeueIn)
         return run_sync(self.service.dlq_requeue(queue, body.ids))
 
@@ -221,6 +223,12 @@ class LocalClient(Client):
     def health(self) -> models.Health:
         run_sync(self.service.ping())
         return models.Health("ok")
+
+    def open_access(self) -> None:
+        """Stop enforcing API keys on this database, which must have none left (the owner of
+        the database's explicit act: from then on a server on it serves anyone who can reach
+        it, on loopback). Keys are enforced again from the next key minted."""
+        run_sync(self.service.open_access())
 
     def metrics(self) -> str:
         from sqew import queue_metrics  # prometheus-client only for the command that needs it

@@ -137,9 +137,11 @@ class Purge(Op[int]):
         return n
 
 
-class RequeueDlq(Op[int]):
-    """Move DLQ messages (all or ``ids``) back to their queue, attempts reset to 0; messages
-    a consumer of the DLQ holds a live lease on stay until that lease ends."""
+class RequeueDlq(Op[models.Requeued]):
+    """Move DLQ messages (all or ``ids``) back to their queue, attempts reset to 0, as many
+    as the queue's ``max_depth`` admits (the smallest ids first; the others stay in the DLQ
+    and are counted as ``left``). Messages a consumer of the DLQ holds a live lease on stay
+    until that lease ends; expired ones never move."""
 
     __slots__ = ("ids", "notify", "queue")
 
@@ -148,40 +150,46 @@ class RequeueDlq(Op[int]):
         self.ids = ids
         self.notify = (queue,)
 
-    def run(self, tx: Tx, now: int) -> int:
-        q = queue_row(tx, self.queue)
+    def run(self, tx: Tx, now: int) -> models.Requeued:
+        q = queue_row(tx, self.queue)  # read under its lock: its depth now
         dlq = dlq_of(tx, q)
-        n = tx.move_all(dlq.id, q, None if self.ids is None else list(self.ids), now)
+        room = max(q.max_depth - q.depth, 0) if q.max_depth else None
+        n, left = tx.move_all(dlq.id, q, None if self.ids is None else list(self.ids), now,
+                              room)
         tx.add_counters(dlq.id, depth=-n)
         tx.add_counters(q.id, depth=n)
-        return n
+        return models.Requeued(n, left)
 
 
 # --- reads --------------------------------------------------------------------------------------
 def stats(tx: Tx, row: QueueRow, now: int) -> models.Stats:
-    """Depths and counters of a queue."""
-    dlq_depth = 0
+    """Depths and counters of a queue, as the next poll sees them (``views.stats``)."""
     if row.parent_id is None:
         dlq = tx.get_queue(rules.dlq_name(row.name))
-        dlq_depth = dlq.depth if dlq else 0
-    return views.stats(row, dlq_depth, tx.counts(row.id, now), now)
+        return views.stats(row, dlq.depth if dlq else 0, tx.counts(row.id, now), now)
+    arriving = tx.counts(row.parent_id, now).ending
+    return views.stats(row, 0, tx.counts(row.id, now), now, arriving=arriving)
 
 
 def all_stats(tx: Tx, now: int) -> list[models.Stats]:
     """``stats`` of every queue, DLQs included, by name (``Tx.all_counts``: one statement)."""
     rows = tx.all_counts(now)
     dlq_depth = {row.parent_id: row.depth for row in rows if row.parent_id is not None}
+    ending = {row.id: row.ending for row in rows}
     return [
-        views.stats(row, dlq_depth.get(row.id, 0) if row.parent_id is None else 0,
-                    (row.leased, row.delayed, row.expired, row.oldest), now)
+        views.stats(row, dlq_depth.get(row.id, 0), row, now)
+        if row.parent_id is None else
+        views.stats(row, 0, row, now, arriving=ending[row.parent_id])
         for row in rows
     ]
 
 
 def peek(tx: Tx, queue: str, limit: int, now: int) -> list[models.Message]:
-    """The next ready messages in delivery order, untouched."""
+    """The next ready messages in delivery order, untouched: what a poll would lease."""
     q = queue_row(tx, queue)
-    return [views.message(r, q.name) for r in tx.peek(q.id, bool(q.lifo), now, limit)]
+    max_attempts = q.max_attempts if q.parent_id is None else None
+    rows = tx.peek(q.id, bool(q.lifo), now, limit, max_attempts)
+    return [views.message(r, q.name) for r in rows]
 
 
 def get_message(tx: Tx, queue: str, msg_id: int) -> models.Message:
@@ -225,8 +233,10 @@ def scan(
         page = [views.scanned(r, q.name, "archived") for r in rows]
     else:
         rows = tx.scan_messages(q.id, after_id, max_id, now, limit)
+        last = q.max_attempts if q.parent_id is None else None
         page = [
-            views.scanned(r, q.name, "dead" if source == "dlq" else _state(r, now)) for r in rows
+            views.scanned(r, q.name, "dead" if source == "dlq" else _state(r, now, last))
+            for r in rows
         ]
     if rows:
         keys = tx.idempotency_keys(keys_of, rows[0].id, rows[-1].id, now)
@@ -236,11 +246,14 @@ def scan(
     return models.ScanPage(page, rows[-1].id if len(rows) == limit else None, high)
 
 
-def _state(row: MessageRow, now: int) -> str:
-    """A queued message's state at ``now`` (a lease that has ended counts as ready: the next
-    poll may take the message again)."""
+def _state(row: MessageRow, now: int, max_attempts: int | None) -> str:
+    """A queued message's state at ``now``, as the next poll sees it: a message whose lease
+    ended is ready again, or ``dead`` if that was its last allowed attempt (``max_attempts``;
+    None in a DLQ): the poll moves it to the DLQ."""
     if row.lease_expires_at is not None and row.lease_expires_at > now:
         return "leased"
-    if row.lease_expires_at is None and row.available_at > now:
+    if row.lease_expires_at is not None:
+        return "dead" if max_attempts is not None and row.attempts >= max_attempts else "ready"
+    if row.available_at > now:
         return "delayed"
     return "ready"

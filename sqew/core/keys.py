@@ -97,6 +97,8 @@ class Principal:
                 return False
         elif not self.reaches(queue):
             return False
+        elif need == "produce" and rules.is_dlq(queue):
+            need = "admin"  # dead-lettering fills a DLQ; only an operator enqueues into one
         return need == "read" or need in self.scopes or "admin" in self.scopes
 
     @classmethod
@@ -135,6 +137,7 @@ class CreateKey(Op[models.ApiKey]):
             queue_row(tx, self.row.queue)
         row = self.row._replace(created_at=now)
         tx.insert_key(row)
+        tx.set_auth_required(True)  # from now on, whatever becomes of the keys
         return view(row)
 
 
@@ -150,6 +153,20 @@ class RevokeKey(Op[None]):
     def run(self, tx: Tx, now: int) -> None:
         if not tx.delete_key(self.key_id):
             raise errors.NotFound(f"no API key with id '{self.key_id}'")
+
+
+class OpenAccess(Op[None]):
+    """Stop enforcing API keys on a database that has none left (the owner of the file's
+    explicit act: a server then serves everyone who can reach it, on loopback)."""
+
+    __slots__ = ()
+
+    def run(self, tx: Tx, now: int) -> None:
+        if tx.list_keys():
+            raise errors.ValidationError(
+                "the database still has API keys: revoke them first (`sqew keys list`)"
+            )
+        tx.set_auth_required(False)
 
 
 class TouchKeys(Op[None]):

@@ -9,7 +9,7 @@ against its queue's HMAC secret, admitted by the quotas and failed on its own.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -58,10 +58,11 @@ class Enqueue(Op[Results]):
 
     def run(self, tx: Tx, now: int) -> Results:
         if self.keyed:  # duplicates are found inside: count after
-            q = queue_row(tx, self.queue)
+            q = within_queue_limit(tx, queue_row(tx, self.queue))
             self.check(tx, q.hmac_secret, now)
             return insert(tx, q, self.messages, now)
         def rows_for(q: QueueLimits) -> list[NewMessage]:
+            q = within_queue_limit(tx, q)
             self.check(tx, q.hmac_secret, now)
             rows = [_row(q, m, i, now) for i, m in enumerate(self.messages)]
             admit(tx, q, len(rows), q.depth - len(rows), now)
@@ -83,7 +84,7 @@ class Enqueue(Op[Results]):
         """
         if self.proof is None:
             return
-        if self.queue.endswith(rules.DLQ_SUFFIX):
+        if rules.is_dlq(self.queue):
             parent = tx.get_queue(self.queue[: -len(rules.DLQ_SUFFIX)])
             if parent is not None and parent.hmac_secret is not None:
                 secret = parent.hmac_secret
@@ -105,6 +106,7 @@ class Enqueue(Op[Results]):
             if q.max_depth or q.rate_limit_per_s:  # quotas admit request by request, below
                 quotas.append(q)
                 return []
+            q = within_queue_limit(tx, q)
             rows: list[NewMessage] = []
             for p in parts:
                 try:  # a bad signature or message fails its own request only
@@ -138,7 +140,8 @@ def _alone(tx: Tx, q: QueueLimits, op: Enqueue, now: int) -> Outcome:
     try:
         op.check(tx, q.hmac_secret, now)
         with tx.savepoint():
-            return True, insert(tx, queue_row(tx, op.queue), op.messages, now)
+            return True, insert(tx, within_queue_limit(tx, queue_row(tx, op.queue)),
+                                op.messages, now)
     except errors.SqewError as exc:
         return False, exc
 
@@ -178,6 +181,20 @@ def insert(tx: Tx, q: QueueRow, messages: Sequence[models.MessageIn], now: int) 
             mid = known[slot] if slot in known else ids[seen[slot]]
             out.append(models.EnqueueResult(mid, True))
     return out
+
+
+Limits = TypeVar("Limits", QueueRow, QueueLimits)
+
+
+def within_queue_limit(tx: Tx, q: Limits) -> Limits:
+    """``q``'s limits, where ``q`` is a DLQ with its queue's ``max_payload_bytes`` if that is
+    smaller: a message enqueued into a DLQ by hand must fit the queue it may be requeued to."""
+    if not rules.is_dlq(q.name):
+        return q
+    parent = tx.get_queue(q.name[: -len(rules.DLQ_SUFFIX)])
+    if parent is None or parent.max_payload_bytes >= q.max_payload_bytes:
+        return q
+    return q._replace(max_payload_bytes=parent.max_payload_bytes)
 
 
 def admit(tx: Tx, q: QueueRow | QueueLimits, count: int, depth: int, now: int) -> None:

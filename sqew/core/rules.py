@@ -12,6 +12,11 @@ DEFAULTS: dict[str, object] = dict(queue_settings.SETTING_DEFAULTS)
 DLQ_SUFFIX = ".dlq"
 
 
+def is_dlq(queue: str) -> bool:
+    """Whether ``queue`` names a dead-letter queue (``q.dlq``: no other name has a dot)."""
+    return queue.endswith(DLQ_SUFFIX)
+
+
 def dlq_name(queue: str) -> str:
     """The name of a queue's dead-letter queue."""
     return queue + DLQ_SUFFIX

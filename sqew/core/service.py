@@ -316,9 +316,11 @@ class QueueService:
             check_range("after_id", after_id, 0)
         return await self._read(lambda tx, now: admin.dlq_list(tx, queue, limit, after_id or 0))
 
-    async def dlq_requeue(self, queue: str, ids: Sequence[int] | None = None) -> int:
-        """Move DLQ messages (all or ``ids``) back to their queue, attempts reset to 0;
-        messages held under a live lease stay (the count says how many moved)."""
+    async def dlq_requeue(
+        self, queue: str, ids: Sequence[int] | None = None
+    ) -> models.Requeued:
+        """Move DLQ messages (all or ``ids``) back to their queue, attempts reset to 0, as
+        many as its ``max_depth`` admits (``admin.RequeueDlq``)."""
         return await self._blocking_write(admin.RequeueDlq(queue, ids))
 
     async def dlq_purge(self, queue: str) -> int:
@@ -345,9 +347,16 @@ class QueueService:
         """The stored key with id ``key_id`` (with its hash: for authentication only)."""
         return await self._read(lambda tx, now: tx.get_key(key_id))
 
-    async def any_key(self) -> bool:
-        """Whether any key exists (a server enforces auth as soon as one does)."""
-        return await self._read(lambda tx, now: tx.any_key())
+    async def auth_required(self) -> bool:
+        """Whether API keys are enforced on this database (from its first key on, until
+        ``open_access``)."""
+        return await self._read(lambda tx, now: tx.auth_required())
+
+    async def open_access(self) -> None:
+        """Stop enforcing API keys on a database with none left (``keys.OpenAccess``)."""
+        await self._writer.write(keys.OpenAccess())
+        log.warning("API keys are no longer required on this database",
+                    extra={"event": "auth_switched_off"})
 
     async def touch_keys(self, used: Sequence[tuple[str, int]]) -> None:
         """Record when keys were last used: ``(key id, epoch ms)`` pairs."""

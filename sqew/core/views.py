@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 
 from sqew import models, queue_settings
-from sqew.backends.base import ClaimQueue, MessageRow, QueueCounts, QueueRow
+from sqew.backends.base import ClaimQueue, LiveCounts, MessageRow, QueueCounts, QueueRow
 from sqew.core import rules, signing
 
 _decode_attrs = msgspec.json.Decoder(dict[str, str]).decode
@@ -101,17 +101,20 @@ def _unset_if_none(value: str | None) -> str | msgspec.UnsetType:
 
 
 def stats(
-    row: QueueRow | QueueCounts, dlq_depth: int, counts: tuple[int, int, int, int | None], now: int
+    row: QueueRow | QueueCounts, dlq_depth: int, counts: LiveCounts | QueueCounts, now: int, *,
+    arriving: int = 0,
 ) -> models.Stats:
-    """Stats from maintained counters plus the (leased, delayed, expired, oldest) counts."""
-    leased_n, delayed_n, expired_n, oldest = counts
+    """Stats from maintained counters plus the live ``counts``, as the next poll sees them:
+    a message whose last allowed lease ended counts in the DLQ (``dlq_depth`` is the DLQ's
+    own), not as ready; on a DLQ, ``arriving`` such messages of its queue count as ready."""
+    c = counts
     return models.Stats(
         queue=row.name,
-        ready=max(row.depth - leased_n - delayed_n - expired_n, 0),
-        delayed=delayed_n,
-        leased=leased_n,
-        dlq=dlq_depth,
-        oldest_ready_age_ms=None if oldest is None else max(now - oldest, 0),
+        ready=max(row.depth - c.leased - c.delayed - c.expired - c.ending, 0) + arriving,
+        delayed=c.delayed,
+        leased=c.leased,
+        dlq=dlq_depth + c.ending,
+        oldest_ready_age_ms=None if c.oldest is None else max(now - c.oldest, 0),
         enqueued_total=row.enqueued_total,
         acked_total=row.acked_total,
         nacked_total=row.nacked_total,

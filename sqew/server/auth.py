@@ -34,7 +34,7 @@ from litestar.handlers import BaseRouteHandler
 from litestar.types import ASGIApp, Receive, Scope, Send
 
 from sqew import errors
-from sqew.core import keys
+from sqew.core import keys, rules
 
 if TYPE_CHECKING:
     from sqew.server.authenticator import Authenticator
@@ -102,6 +102,10 @@ def authorize(principal: keys.Principal, need: str, queue: str | None) -> None:
     if principal.allows(need, queue):  # type: ignore[arg-type]  # need is a keys.Need here
         return
     who = f"API key {principal.key_id}"
+    if need == "produce" and queue is not None and rules.is_dlq(queue) \
+            and principal.reaches(queue):
+        raise errors.Forbidden(f"{who}: an enqueue into a dead-letter queue needs the admin "
+                               "scope")
     if queue is not None and not principal.reaches(queue):
         raise errors.Forbidden(f"{who} is bound to queue '{principal.queue}' and cannot act on "
                                f"queue '{queue}'")

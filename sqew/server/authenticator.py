@@ -36,6 +36,7 @@ from litestar.types import Scope
 from sqew import errors
 from sqew.backends.base import KeyRow
 from sqew.core import keys
+from sqew.server import preflight
 from sqew.server.attempts import FailureLimit
 from sqew.server.auth import Access
 
@@ -86,7 +87,10 @@ class Authenticator:
     def __init__(self, rt: Runtime) -> None:
         s = rt.settings
         self._rt = rt
-        self._required = s.require_auth
+        # Beyond loopback without --insecure, keys are required whatever the database says:
+        # the refusal to start open holds while serving too (keys switched off on the file).
+        self._exposed = not s.insecure and not preflight.is_loopback(s.host)
+        self._required = s.require_auth or self._exposed
         self._metrics: Access = "admin" if s.metrics_auth else "open"
         self._size = s.auth_cache_size
         self._cache: OrderedDict[bytes, _Entry] = OrderedDict()
@@ -94,7 +98,7 @@ class Authenticator:
         self._once_any: _Once[bool] = _Once()
         self._slots = asyncio.Semaphore(VERIFICATIONS)
         self._failures = FailureLimit(s.auth_failures_per_minute)
-        self._any = False
+        self._any: bool | None = None  # None: not read yet
         self._checked = -math.inf  # when _any was last read (monotonic)
         self._changes = 0  # keys minted or revoked in this process: reads begun before are stale
         self._used: dict[str, int] = {}  # key id -> ms, to record
@@ -246,16 +250,18 @@ class Authenticator:
         again in the background from REFRESH_S on."""
         if now - self._checked < KEYS_CHECK_S:
             self._once_any.start(None, self._check)
-            return self._any
+            return bool(self._any)
         return await self._once_any(None, self._check)
 
     async def _check(self) -> bool:
-        """Whether a key exists, from the database."""
+        """Whether keys are enforced, from the database (a change is logged)."""
         while True:
             changes, read_at = self._changes, time.monotonic()
-            found = await self._rt.service.any_key()
+            found = await self._rt.service.auth_required()
             if changes == self._changes:
                 break
+        if found != self._any:
+            _log_auth_change(found, was=self._any)
         self._any, self._checked = found, read_at
         return found
 
@@ -268,6 +274,8 @@ class Authenticator:
     def minted(self) -> None:
         """A key was stored by this process: enforce keys from now on."""
         self._changes += 1
+        if self._any is not True:
+            _log_auth_change(True, was=self._any)
         self._any, self._checked = True, time.monotonic()
 
     def revoked(self, key_id: str) -> None:
@@ -366,3 +374,17 @@ class _Once(Generic[T]):
         if not done.cancelled():
             done.exception()  # retrieved: no "exception never retrieved" if every caller left
 
+
+
+def _log_auth_change(required: bool, was: bool | None) -> None:
+    """Say that keys are now enforced, or no longer (not at a process's first read: what it
+    serves with is in its start log)."""
+    if was is None:
+        return
+    if required:
+        log.info("API keys are required on this database from now on",
+                 extra={"event": "auth_required"})
+    else:
+        log.warning("API keys are not required on this database: anyone who can reach this "
+                    "server may use it (a server beyond loopback without --insecure still "
+                    "requires them)", extra={"event": "auth_not_required"})

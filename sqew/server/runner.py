@@ -138,7 +138,7 @@ def _prepare(settings: Settings) -> tuple[list[socket.socket], bool]:
     backend = open_backend(settings.db, durability=settings.durability, upgrade=True)
     try:
         with backend.read() as tx:
-            keyed = tx.any_key()
+            keyed = tx.auth_required()
     finally:
         backend.close()
     open_to_all = check_exposure(settings, keyed)

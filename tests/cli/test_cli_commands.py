@@ -74,7 +74,7 @@ def test_queue_commands_json(sqew) -> None:
     assert shown["stats"]["queue"] == jobs
     assert peeked == {"messages": []}
     assert purged == {"purged": 0}
-    assert requeued == {"requeued": 0}
+    assert requeued == {"requeued": 0, "left": 0}
     assert compacted == {"removed": 0}
 
     removed = sqew.ok("--json", "queue", "rm", "--name", jobs)
@@ -150,7 +150,8 @@ def test_message_commands_json(sqew) -> None:
     assert set(dlq["messages"][0]) == MESSAGE_KEYS | {"origin_queue"}  # a DLQ's (SPEC §2)
     assert dlq["messages"][0]["origin_queue"] == q
     assert after == {"messages": []}
-    assert sqew.json("dlq", "requeue", "--queue", q, "--ids", str(two_id)) == {"requeued": 1}
+    assert sqew.json("dlq", "requeue", "--queue", q, "--ids", str(two_id)) == {
+        "requeued": 1, "left": 0}
 
     peeked = sqew.json("queue", "peek", "--name", q)
     assert [(m["id"], m["attempts"]) for m in peeked["messages"]] == [(two_id, 0)]

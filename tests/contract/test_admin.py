@@ -224,7 +224,7 @@ def test_stats_through_retries_and_dead_letters(client: sqew.Client, clock: Manu
 
     clock.advance(10_000)  # e is due; the leases of c and d are over (they count as ready)
     assert stats()[:4] == (3, 0, 0, 1)
-    assert client.dlq_requeue("q") == 1
+    assert client.dlq_requeue("q").requeued == 1
     assert stats()[:4] == (4, 0, 0, 0)
     got = {m.id: m for m in client.poll("q", batch=10)}
     assert set(got) == {b, c, d, e}

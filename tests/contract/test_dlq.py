@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import sqew
-from sqew import errors
+from sqew import errors, models
 from sqew.core.clock import ManualClock
 
 from .helpers import ids, lease_one
@@ -61,7 +61,7 @@ def test_list_validation(client: sqew.Client, q: str, kwargs: dict[str, int]) ->
 def test_requeue_all(client: sqew.Client, clock: ManualClock, q: str) -> None:
     sent = dead_letter(client, q, 3)
     clock.advance(100)
-    assert client.dlq_requeue(q) == 3
+    assert client.dlq_requeue(q).requeued == 3
     assert client.dlq_list(q) == []
     for msg_id in sent:
         m = client.get_message(q, msg_id)
@@ -78,11 +78,11 @@ def test_requeue_all(client: sqew.Client, clock: ManualClock, q: str) -> None:
 
 def test_requeue_some(client: sqew.Client, q: str) -> None:
     a, b, c = dead_letter(client, q, 3)
-    assert client.dlq_requeue(q, [c, a, 999_999]) == 2
+    assert client.dlq_requeue(q, [c, a, 999_999]).requeued == 2
     assert ids(client.dlq_list(q)) == [b]
     assert ids(client.peek(q)) == [a, c]
-    assert client.dlq_requeue(q, []) == 0
-    assert client.dlq_requeue(q, [a]) == 0  # not in the DLQ any more
+    assert client.dlq_requeue(q, []).requeued == 0
+    assert client.dlq_requeue(q, [a]).requeued == 0  # not in the DLQ any more
 
 
 def test_requeued_message_dead_letters_again(client: sqew.Client, q: str) -> None:
@@ -124,3 +124,42 @@ def test_a_last_lease_that_ended_is_dead_lettered_without_a_poll(
     assert client.peek("once") == []
     (dead,) = client.dlq_list("once")
     assert (dead.id, dead.attempts, dead.last_error) == (msg_id, 1, "lease expired")
+
+
+DLQ_RETENTION_MS = 345_600_000  # a DLQ's default retention (4 days)
+
+
+def test_requeue_never_revives_an_expired_message(
+    client: sqew.Client, clock: ManualClock, q: str
+) -> None:
+    (old,) = dead_letter(client, q, 1)
+    clock.advance(DLQ_RETENTION_MS - 1000)
+    (young,) = dead_letter(client, q, 1)
+    clock.advance(2000)  # the first is past its retention in the DLQ: gone, not yet reaped
+    assert client.dlq_requeue(q) == models.Requeued(requeued=1, left=0)
+    assert [m.id for m in client.poll(q, batch=10)] == [young]
+    assert old not in [m.id for m in client.dlq_list(q)]
+
+
+def test_requeue_admits_what_the_queue_has_room_for(client: sqew.Client, q: str) -> None:
+    dead = dead_letter(client, q, 4)
+    client.enqueue(q, "already there")
+    client.update_queue(q, max_depth=3)
+    assert client.dlq_requeue(q) == models.Requeued(requeued=2, left=2)
+    assert ids(client.dlq_list(q)) == dead[2:]  # the smallest ids moved first
+    stats = client.stats(q)
+    assert (stats.ready, stats.dlq) == (3, 2)
+    assert client.dlq_requeue(q, dead[2:]) == models.Requeued(requeued=0, left=2)
+    (m,) = client.poll(q)
+    client.ack(q, m.id, m.token)  # room for one more
+    assert client.dlq_requeue(q, [dead[3]]) == models.Requeued(requeued=1, left=0)
+
+
+def test_an_enqueue_into_a_dlq_fits_its_queues_payload_limit(client: sqew.Client) -> None:
+    client.create_queue("small", max_payload_bytes=16)
+    with pytest.raises(errors.PayloadTooLarge):
+        client.enqueue("small.dlq", "x" * 100)
+    with pytest.raises(errors.PayloadTooLarge):
+        client.enqueue_batch("small.dlq", [{"payload": "x" * 100, "idempotency_key": "k"}])
+    assert client.enqueue("small.dlq", "fits").message_id
+    assert client.stats("small").dlq == 1

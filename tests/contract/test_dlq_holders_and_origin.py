@@ -38,7 +38,7 @@ def test_requeue_leaves_a_leased_dlq_message_with_its_holder(client: sqew.Client
     a, b, c = dead_letter(client, q, 3)
     (held,) = client.poll("q.dlq")
     assert held.id == a
-    assert client.dlq_requeue(q) == 2  # the two nobody holds
+    assert client.dlq_requeue(q).requeued == 2  # the two nobody holds
     assert client.ack("q.dlq", held.id, held.token).status == "acked"
     assert client.dlq_list(q) == []
     assert ids(client.peek(q)) == [b, c]
@@ -49,7 +49,7 @@ def test_requeue_leaves_a_leased_dlq_message_with_its_holder(client: sqew.Client
 def test_requeue_by_ids_skips_a_leased_one(client: sqew.Client, q: str) -> None:
     a, b = dead_letter(client, q, 2)
     (held,) = client.poll("q.dlq")
-    assert client.dlq_requeue(q, [a, b]) == 1
+    assert client.dlq_requeue(q, [a, b]).requeued == 1
     assert ids(client.dlq_list(q)) == [a]
     assert client.ack("q.dlq", held.id, held.token).status == "acked"
     assert ids(client.peek(q)) == [b]
@@ -61,7 +61,7 @@ def test_requeue_moves_a_dlq_message_whose_lease_has_ended(
     (a,) = dead_letter(client, q, 1)
     (held,) = client.poll("q.dlq")
     clock.advance(held.lease_expires_at - clock() + 1)  # the lease ended: nobody holds it now
-    assert client.dlq_requeue(q) == 1
+    assert client.dlq_requeue(q).requeued == 1
     assert ids(client.peek(q)) == [a]
     assert client.stats(q).dlq == 0
 
@@ -102,7 +102,7 @@ def test_ordinary_messages_have_no_origin_queue(client: sqew.Client, q: str) -> 
 
 def test_a_requeued_message_forgets_its_origin(client: sqew.Client, q: str) -> None:
     (msg_id,) = dead_letter(client, q, 1)
-    assert client.dlq_requeue(q) == 1
+    assert client.dlq_requeue(q).requeued == 1
     m = client.get_message(q, msg_id)
     assert m.origin_queue is msgspec.UNSET
     assert "origin_queue" not in as_json(m)

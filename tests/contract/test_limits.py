@@ -49,4 +49,4 @@ def test_the_largest_64_bit_values_are_accepted(client: sqew.Client) -> None:
     with pytest.raises(errors.MessageNotFound):
         client.ack("q", INT64_MAX, "t")
     assert client.dlq_list("q", after_id=INT64_MAX) == []
-    assert client.dlq_requeue("q", [INT64_MAX]) == 0
+    assert client.dlq_requeue("q", [INT64_MAX]).requeued == 0

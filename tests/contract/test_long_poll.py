@@ -156,6 +156,6 @@ def test_woken_when_an_ack_and_a_requeue_leave_the_depth_as_it_was(
     poller = started(Poller(client, "q", wait_ms=LONGEST_WAIT_MS))
     # The depth goes down by one and up by one: only the requeue made a message ready.
     holder.ack("q", held.id, held.token)
-    assert holder.dlq_requeue("q") == 1
+    assert holder.dlq_requeue("q").requeued == 1
     (got,) = poller.woken()
     assert got.id == failed

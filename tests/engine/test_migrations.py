@@ -380,3 +380,26 @@ def test_six_processes_open_a_new_database_at_once(
     if db.backend == "sqlite":
         assert db.rows("PRAGMA integrity_check") == [("ok",)]
         assert os.path.getsize(db.target) > 0
+
+
+def test_db_upgrade_keeps_keys_enforced_on_a_database_that_has_keys(
+    make_db: Callable[[], Db], procs: Procs
+) -> None:
+    """A database with keys before the setting existed (0005) requires keys for good."""
+    keyed, keyless = make_db(), make_db()
+    for db in (keyed, keyless):
+        engine = db.engine()
+        with engine.connect() as conn:
+            from alembic import command
+
+            command.upgrade(migrate.alembic_config(conn), "0005")
+            conn.commit()
+        engine.dispose()
+    keyed.execute("INSERT INTO api_keys (id, scopes, hash, created_at) "
+                  "VALUES ('k1', 'admin', 'h', 1)")
+    for db in (keyed, keyless):
+        code, _, err = finish(procs.spawn([str(SQEW_BIN), "--db", db.target, "db", "upgrade"]),
+                              60)
+        assert code == 0, err
+    assert keyed.rows("SELECT name, value FROM meta") == [("auth_required", "1")]
+    assert keyless.rows("SELECT count(*) FROM meta") == [(0,)]

@@ -118,7 +118,7 @@ def every_statement(calls: Calls) -> None:
     tx.put_dedup([(qid, "k", ids[0], now + 100)])
     assert tx.find_dedup(qid, ["k", "other"], now) == {"k": ids[0]}
     tx.set_messages_lifo(qid, True)
-    assert [m.id for m in tx.peek(qid, True, now, 10)] == ids[::-1]
+    assert [m.id for m in tx.peek(qid, True, now, 10, 5)] == ids[::-1]
     tx.set_messages_lifo(qid, False)
     assert tx.get_queue_for_claim("q", now) == (tx.get_queue("q"), False)
     a, b, c, d = tx.claim(qid, False, now, 4, now + 100)
@@ -148,11 +148,12 @@ def every_statement(calls: Calls) -> None:
     assert tx.dead_letter_expired(qid, now + 10, 1, dlq, "q") == 1  # c
     assert tx.release_expired(qid, now + 100) == 1  # d
     assert [m.origin_queue for m in tx.list_messages(dlq_id, 0, 10)] == ["q", "q"]
-    assert tx.move_all(dlq_id, q, [b.id], now) == 1
-    assert tx.move_all(dlq_id, q, None, now) == 1
-    assert tx.counts(qid, now) == (0, 1, 0, now)  # d is due at now + 100
-    assert [(r.name, (r.leased, r.delayed, r.expired, r.oldest)) for r in tx.all_counts(now)] == [
-        ("q", (0, 1, 0, now)), ("q.dlq", tx.counts(dlq_id, now))]
+    assert tx.move_all(dlq_id, q, [b.id], now) == (1, 0)
+    assert tx.move_all(dlq_id, q, None, now) == (1, 0)
+    assert tx.counts(qid, now) == (0, 1, 0, 0, now)  # d is due at now + 100
+    assert [(r.name, (r.leased, r.delayed, r.expired, r.ending, r.oldest))
+            for r in tx.all_counts(now)] == [
+        ("q", (0, 1, 0, 0, now)), ("q.dlq", tx.counts(dlq_id, now))]
     assert tx.queues_to_reap(now, 10) == []
     assert tx.queues_to_reap(now + 100_000, 10) == ["q"]  # expired, an archive past retention
     assert tx.reap_messages(qid, now + 100_000, 10) == 3
@@ -178,15 +179,19 @@ def every_statement(calls: Calls) -> None:
     assert tx.get_queue("q").depth == depth
     tx.delete_queue(qid)
     assert tx.list_queues() == []
-    assert not tx.any_key()
+    assert not tx.auth_required()
     key = KeyRow("k1", None, "q", "consume", "h", now, None)
     tx.insert_key(key)
-    assert tx.any_key() and tx.get_key("k1") == key
+    assert tx.auth_required() and tx.get_key("k1") == key
     tx.touch_keys([("k1", now + 1), ("gone", now)])
     assert [k.last_used_at for k in tx.list_keys()] == [now + 1]
     assert tx.delete_key("k1") and not tx.delete_key("k1") and tx.get_key("k1") is None
     tx.insert_key(key)
-    assert tx.delete_keys_of_queue("q") == 1 and not tx.any_key()
+    assert tx.delete_keys_of_queue("q") == 1 and not tx.auth_required()
+    tx.set_auth_required(True)  # what minting a key sets: it outlives the keys
+    assert tx.auth_required()
+    tx.set_auth_required(False)
+    assert not tx.auth_required()
 
 
 @pytest.mark.parametrize("tx_class", [SqliteTx, NeutralOnSqlite])

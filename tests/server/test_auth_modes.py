@@ -1,8 +1,10 @@
 """When keys are enforced, and what failed attempts cost (SPEC §2 "Auth", "Keys").
 
-- No key in the database: the server is open (any header, or none, works); the first key
-  minted over HTTP turns enforcement on in that process at once, and revoking the last one
-  turns it off again.
+- No key ever in the database: the server is open (any header, or none, works); the first key
+  minted over HTTP turns enforcement on in that process at once, and it stays on when every
+  key is gone (revoked, or deleted with its queue), until the owner of the file runs
+  ``sqew keys open-access``; a server beyond loopback without ``--insecure`` requires keys
+  even then.
 - ``require_auth``: enforced with no key at all; only /healthz, /readyz (and /metrics, unless
   ``metrics_auth``) answer.
 - ``/metrics`` is open while keys are enforced, unless ``metrics_auth``.
@@ -14,14 +16,20 @@
 from __future__ import annotations
 
 import secrets
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import httpx
-from auth_support import bearer, mint
+from auth_support import bearer, create_queue, mint
 from targets import ServerThread
+
+from sqew.server.authenticator import KEYS_CHECK_S
 
 from .support import envelope
 from .test_auth_matrix import endpoints
@@ -41,7 +49,52 @@ def test_with_no_key_the_server_is_open_until_one_is_minted(start_server: Start)
         assert http.get("/queues", headers=bearer(key["key"])).status_code == 200
         gone = http.delete(f"/keys/{key['id']}", headers=bearer(key["key"]))
         assert gone.status_code == 204, gone.text
-        assert http.get("/queues").status_code == 200  # no key left: open again
+        envelope(http.get("/queues"), 401, "Unauthorized")  # no key left: still required
+
+
+def test_a_bound_admin_key_deleting_its_queue_leaves_auth_on(
+    start_server: Start, tmp_path: Any
+) -> None:
+    db = tmp_path / "bound.db"
+    create_queue(db, "jobs")
+    key = mint(db, "admin", queue="jobs").key
+    server = start_server(db=db)
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        gone = http.delete("/queues/jobs", headers=bearer(key))  # its key goes with it
+        assert gone.status_code == 204, gone.text
+        for response in (http.get("/queues"), http.post("/keys", json={"scopes": ["admin"]}),
+                         http.post("/queues", json={"name": "mine"})):
+            envelope(response, 401, "Unauthorized")
+
+
+def test_open_access_on_the_file_opens_a_loopback_server_only(
+    start_server: Start, tmp_path: Any
+) -> None:
+    db = tmp_path / "opened.db"
+    key = mint(db, "admin")
+    local = start_server(db=db)
+    exposed = start_server(db=db, host="0.0.0.0")  # bound to 127.0.0.1 all the same
+    refused = sqew_cli("--db", str(db), "keys", "open-access", "--yes")
+    assert refused.returncode == 1 and "still has API keys" in refused.stderr
+    httpx.delete(f"{local.url}/keys/{key.id}", headers=bearer(key.key)).raise_for_status()
+    assert sqew_cli("--db", str(db), "keys", "open-access").returncode == 1  # no --yes
+    done = sqew_cli("--db", str(db), "--json", "keys", "open-access", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == '{"auth_required":false}'
+    deadline = time.monotonic() + 10 * KEYS_CHECK_S  # a server reads the file again by then
+    while httpx.get(f"{local.url}/queues").status_code != 200:
+        assert time.monotonic() < deadline, "the loopback server still requires a key"
+        time.sleep(0.05)
+    envelope(httpx.get(f"{exposed.url}/queues"), 401, "Unauthorized")
+    over_http = sqew_cli("--url", local.url, "keys", "open-access", "--yes")
+    assert over_http.returncode == 1 and "--db" in over_http.stderr
+
+
+def sqew_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """The installed ``sqew`` command."""
+    sqew = Path(sys.executable).parent / "sqew"
+    return subprocess.run([str(sqew), *args], capture_output=True, text=True, timeout=60,
+                          check=False)
 
 
 def test_require_auth_with_no_key_refuses_all_but_the_open_routes(

@@ -214,7 +214,7 @@ def test_the_dlq_of_a_queue_with_a_secret_takes_only_enqueues_signed_with_it(
     refused(post(http, dlq, batch), "missing")
     keyed = b'{"payload": "k", "idempotency_key": "d1"}'
     refused(post(http, dlq, keyed), "missing")
-    assert http.post(f"/queues/{hq}/dlq/requeue").json() == {"requeued": 1}
+    assert http.post(f"/queues/{hq}/dlq/requeue").json() == {"requeued": 1, "left": 0}
     polled = http.post(f"/queues/{hq}/poll", params={"batch": 10}).json()["messages"]
     assert [m["payload"] for m in polled] == ["forged"]  # only the signed one came through
 

@@ -32,12 +32,17 @@ async def list_dlq(
       opt={"access": "admin", "body": models.RequeueIn, "body_optional": True},
       summary="Move dead-lettered messages back to their queue")
 async def requeue_dlq(request: Req, q: wire.QueuePath) -> models.Requeued:
-    """Move DLQ messages (all, or ``{"ids": [...]}``) back with attempts reset to 0."""
+    """Move DLQ messages (all, or ``{"ids": [...]}``) back with attempts reset to 0.
+
+    The queue's ``max_depth`` admits them: as many move as fit, the smallest ids first, and
+    ``left`` counts those that stay in the DLQ for want of room. Messages under a live lease
+    stay until it ends; expired ones never move.
+    """
     rt = runtime(request)
     body = await wire.read_body(request, rt.settings.max_body_bytes)
     ids = (wire.decode(body, models.RequeueIn, rt.settings.max_json_depth).ids if body.strip()
            else None)
-    return models.Requeued(await rt.service.dlq_requeue(q, ids))
+    return await rt.service.dlq_requeue(q, ids)
 
 
 @post("/queues/{q:str}/dlq/purge", operation_id="purgeDlq", status_code=200,
