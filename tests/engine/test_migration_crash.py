@@ -1,5 +1,6 @@
 """A migration killed after any write leaves the database at a clean revision, and the next
-open (a new database) or ``sqew db upgrade`` (an older one) goes on from there.
+open (a new database) or ``sqew db upgrade`` (an older one) goes on from there; a process
+opening a database while another creates or upgrades it waits for it, then opens it.
 
 The migrating processes are real and SIGKILL themselves after a chosen statement that writes
 (``migration_kills``): after every write of every revision in turn, found by running them, so
@@ -25,7 +26,7 @@ import sqew
 from sqew import migrate
 
 from .migration_kills import State, state
-from .support import SQEW_BIN, Procs, finish
+from .support import SQEW_BIN, Procs, finish, wait_for
 
 KILLS = Path(__file__).with_name("migration_kills.py")
 MakeDb = Callable[[str], str]
@@ -184,3 +185,56 @@ def test_an_upgrade_killed_after_an_add_column_is_finished_by_db_upgrade(
     assert code == 0 and migrate.head() in out, (out, err)
     upgrade_to(str(ref), "head")
     assert_usable(str(db), state(str(ref)))
+
+
+# --- a second process meets a database being migrated -------------------------------------------
+OPENER = r"""
+import sys, sqew
+with sqew.Client(sys.argv[1]) as client:
+    client.create_queue(sys.argv[2])
+"""
+
+
+def waits_for_flock(pid: int, path: Path) -> bool:
+    """Whether process ``pid`` waits for an ``flock`` on ``path`` (Linux's ``/proc/locks``
+    lists a waiting request after ``->``)."""
+    inode = path.stat().st_ino
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if "->" in fields:
+            kind, _, _, owner, where = fields[fields.index("->") + 1:][:5]
+            if kind == "FLOCK" and int(owner) == pid and int(where.rsplit(":", 1)[1]) == inode:
+                return True
+    return False
+
+
+@pytest.mark.skipif(not Path("/proc/locks").exists(), reason="needs Linux's /proc/locks")
+@pytest.mark.parametrize("start", ["new", "0001"])
+def test_a_process_opening_a_database_being_migrated_waits_and_opens_it(
+    start: str, tmp_path: Path, procs: Procs
+) -> None:
+    """The migrator is held after its second write (a new file: inside its first revision,
+    which no one else sees yet; 0001: with the next revision under way), while the CLI and a
+    ``sqew.Client`` open the file without ``upgrade``: both wait for it, then open it."""
+    db = tmp_path / "q.db"
+    if start != "new":
+        upgrade_to(str(db), start)
+    paused, go = tmp_path / "paused", tmp_path / "go"
+    migrator = procs.spawn([sys.executable, str(KILLS), "pause", start, str(db), "2",
+                            str(paused), str(go)])
+    wait_for(lambda: paused.exists() or migrator.poll() is not None, 60, "the pause")
+    assert migrator.poll() is None, finish(migrator, 10)
+
+    lister = procs.spawn([str(SQEW_BIN), "--db", str(db), "queue", "list"])
+    opener = procs.python(OPENER, str(db), "made-while-waiting")
+    lock = db.with_name(db.name + "-lock")
+    wait_for(lambda: all(p.poll() is not None or waits_for_flock(p.pid, lock)
+                         for p in (lister, opener)), 60, "both to wait for the migration")
+    go.touch()
+    code, out, err = finish(migrator, 60)
+    assert code == 0, err
+    for proc in (lister, opener):
+        code, out, err = finish(proc, 60)
+        assert (code, err) == (0, ""), (out, err)
+    with contextlib.closing(sqew.Client(db)) as client:
+        assert "made-while-waiting" in {q.name for q in client.list_queues()}
