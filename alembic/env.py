@@ -10,6 +10,7 @@ from alembic import context
 from sqlalchemy import engine_from_config, pool
 
 from sqew.backends.schema import include_object, metadata
+from sqew.migrate import sqlite_transactions
 
 config = context.config
 
@@ -21,6 +22,11 @@ def _run(connection: object) -> None:
         render_as_batch=True,
         compare_type=True,
         include_object=include_object(connection.dialect.name),  # type: ignore[attr-defined]
+        # Each revision, or a new database's whole schema, in one transaction: DDL is
+        # transactional on PostgreSQL and on SQLite (through sqew.migrate.sqlite_engine),
+        # so a process killed mid-migration leaves the database at a revision.
+        transactional_ddl=True,
+        transaction_per_migration=config.attributes.get("transaction_per_migration", True),
     )
     with context.begin_transaction():
         context.run_migrations()
@@ -36,6 +42,7 @@ def run_online() -> None:
         prefix="sqlalchemy.",
         poolclass=pool.NullPool,
     )
+    sqlite_transactions(engine)
     with engine.connect() as conn:
         _run(conn)
 

@@ -61,17 +61,26 @@ class SqliteBackend(Backend):
 
         The checks run on a bare connection, before WAL mode is switched on, so a refused file
         is left exactly as it was.
+
+        Below the head the file is judged under the migration lock: a process creating or
+        upgrading it holds that lock, and what it has committed so far (no schema yet, or an
+        older revision) is not what the file will be; so the holder is waited for and the
+        file read again. A file that looks refused waits for the lock only if its lock file
+        exists (sqew makes it before writing a schema): another application's file is refused
+        with its directory left exactly as it was.
         """
         try:
             rev = _schema_revision(self.path)
             if rev == SCHEMA_HEAD:
                 return
             try:
-                # Refused before the lock file is made: a refused file's directory is left
-                # exactly as it was too.
-                _refuse(self.path, rev, upgrade)
-                with lockfile.holding(self.path):  # first open: one process migrates
-                    self._migrate(upgrade)
+                try:
+                    _refuse(self.path, rev, upgrade)
+                    refused = False
+                except errors.Unavailable:
+                    refused = True
+                with lockfile.holding(self.path, create=not refused):
+                    self._migrate(upgrade)  # judged again: refuses it, or migrates it
             except errors.SqewError as exc:
                 raise type(exc)(f"cannot open database '{self.path}': {exc.message}") from None
         except errors.SqewError:

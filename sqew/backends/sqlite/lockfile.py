@@ -35,12 +35,14 @@ def lead_path(db: Path, role: str) -> Path:
     return db.with_name(f"{db.name}{SUFFIX}-{role}")
 
 
-def _open(path: Path) -> int:
+def _open(path: Path, create: bool = True) -> int:
     # flock needs no write access: a read-only descriptor of an existing lock file will do.
-    try:
-        return os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
-    except OSError:
-        return os.open(path, os.O_RDONLY)
+    if create:
+        try:
+            return os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+        except OSError:
+            pass
+    return os.open(path, os.O_RDONLY)
 
 
 class LockFile:
@@ -52,13 +54,15 @@ class LockFile:
     Args:
         db: the database file.
         role: lock the file of this role (``lead_path``) instead of the write lock.
+        create: make the lock file if there is none.
 
     Raises:
-        OSError: the lock file can neither be created nor opened.
+        OSError: the lock file can neither be created nor opened (or, without ``create``,
+            does not exist).
     """
 
-    def __init__(self, db: Path, role: str | None = None) -> None:
-        self._fd = _open(lock_path(db) if role is None else lead_path(db, role))
+    def __init__(self, db: Path, role: str | None = None, *, create: bool = True) -> None:
+        self._fd = _open(lock_path(db) if role is None else lead_path(db, role), create)
         self.held = False
 
     def acquire(self, wait: bool) -> bool:
@@ -85,14 +89,16 @@ class LockFile:
 
 
 @contextlib.contextmanager
-def holding(db: Path) -> Iterator[None]:
-    """Hold the lock for a block, waiting for it (first-open migration).
+def holding(db: Path, *, create: bool = True) -> Iterator[None]:
+    """Hold the lock for a block, waiting for it (a migration, or the look at a file that
+    may be being migrated).
 
     Where the lock file can be neither created nor opened (a read-only directory) nothing can
     be migrated there either: the block runs without the lock, to check the schema read-only.
+    Without ``create`` a missing lock file is not made, and the block runs without the lock.
     """
     try:
-        lock = LockFile(db)
+        lock = LockFile(db, create=create)
     except OSError:
         yield
         return
