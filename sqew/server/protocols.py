@@ -71,6 +71,8 @@ CLOSED = 3
 """Closed by the limits (the transport may not have said so yet)."""
 
 _REFUSALS_LOGGED_EVERY_S = 10.0
+CLIENT_GONE = "sqew.client_gone"
+"""The scope key of a request's ``HttpProtocol.gone`` (``wire.client_gone``)."""
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,7 @@ class HttpProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         self.phase = HEAD  # (a request pipelined behind one with the app, too)
         super().on_message_begin()
+        self.scope[CLIENT_GONE] = self.gone  # type: ignore[literal-required]
 
     def on_headers_complete(self) -> None:
         # Counted bytes may include a body that came with the headers: look closer only then.
@@ -184,6 +187,12 @@ class HttpProtocol(HttpToolsProtocol):
         self.refuse(status, message)
 
     # --- the limits -----------------------------------------------------------------------------
+    def gone(self) -> bool:
+        """Whether the client has gone (its FIN or RST read) or the limits closed the
+        connection: a request of it under way can no longer be answered. It reads a flag, so
+        the group commit may ask it where its statements run (a database thread)."""
+        return self.transport.is_closing()
+
     def busy(self) -> bool:
         """Whether a request of this connection is with the app (or queued for it)."""
         cycle = self.cycle
