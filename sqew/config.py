@@ -57,15 +57,17 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
             method, route, status, duration, queue, request id, key id).
         trace_sql: log every SQL statement at debug level on the ``sqew.sql`` logger.
         header_timeout_s: a connection must complete a request's headers within this many
-            seconds of opening or of the end of the previous response, however it trickles
-            them; else it is answered 408 (if it sent any) and closed.
+            seconds of opening (a TLS handshake included) or of the end of the previous
+            response, however it trickles them; else it is answered 408 (if it sent any)
+            and closed.
         body_timeout_s: a request body must arrive in full within this many seconds of its
             headers (a trickling or never-ending chunked body is cut off: 408 and closed).
         keep_alive_timeout_s: a connection with no request under way is closed after this
             many seconds without a byte (uvicorn's ``timeout_keep_alive``).
         max_header_bytes: a request line and headers longer than this are refused (431, or
             414 when the URL is what is long) and the connection closed.
-        max_connections: open connections per server process; a new one beyond it closes
+        max_connections: open connections per server process, counted from the TCP
+            connection on (a TLS handshake under way included); a new one beyond it closes
             the connection idle the longest (no request under way), or is itself closed when
             every connection is busy. Kept below the process's file-descriptor limit.
         max_waiting_polls: long polls (``wait_ms`` > 0) in progress per server process; one

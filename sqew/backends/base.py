@@ -191,6 +191,12 @@ class Tx(KeyStatementsContract, abc.ABC):
         """Lease up to ``limit`` ready messages in delivery order with fresh tokens."""
 
     @abc.abstractmethod
+    def unclaim(self, items: Sequence[tuple[int, str]]) -> None:
+        """Give back leases this transaction's claim made, as if never made: each ``(id,
+        token)`` still leased under ``token`` gets its lease and token cleared and
+        ``attempts`` one less (``available_at`` is unchanged: the message keeps its place)."""
+
+    @abc.abstractmethod
     def ack(self, queue_id: int, msg_id: int, token: str, archive: bool, now: int) -> bool:
         """Delete (or archive) a message if ``token`` is current; True if it did."""
 

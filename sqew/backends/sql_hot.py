@@ -1,4 +1,5 @@
-"""The hot paths of ``SqlTx`` (enqueue, claim, ack), composed of its single statements.
+"""The hot paths of ``SqlTx`` (enqueue, claim, ack), composed of its single statements, and
+the claim's undo.
 
 A backend where a round trip costs more than a statement (PostgreSQL) replaces each with one
 statement (``sqew.backends.postgres.hot``); on SQLite, where a statement is a function call,
@@ -8,7 +9,7 @@ these compositions are the fast way.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqew.backends.base import ClaimQueue, MessageRow, NewMessage, QueueLimits, QueueRow
 
@@ -18,6 +19,7 @@ class HotStatements:
     contract's own statements: a part of ``SqlTx``."""
 
     if TYPE_CHECKING:
+        c: Any
         def reserve(self, name: str, count: int) -> QueueLimits | None: ...
         def add_counters(self, queue_id: int, **deltas: int) -> None: ...
         def add_counters_by_name(self, name: str, **deltas: int) -> QueueRow | None: ...
@@ -54,6 +56,14 @@ class HotStatements:
             return queue, None
         vis = q.visibility_ms if visibility_ms is None else visibility_ms
         return queue, self.claim(q.id, bool(q.lifo), now, limit, now + vis)
+
+    def unclaim(self, items: Sequence[tuple[int, str]]) -> None:
+        # Rare (a poll whose caller left before its group committed): one statement for all.
+        self.c.executemany(
+            "UPDATE messages SET lease_expires_at = NULL, token = NULL, "
+            "attempts = attempts - 1 WHERE id = :id AND token = :t",
+            [{"id": msg_id, "t": token} for msg_id, token in items],
+        )
 
     def ack_by_name(
         self, name: str, items: Sequence[tuple[int, str]], now: int

@@ -7,7 +7,7 @@ in delivery order; acks of one queue share the statement that finds and counts t
 from __future__ import annotations
 
 import random
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from sqew import errors, models
@@ -66,25 +66,38 @@ def queue_row(tx: Tx, name: str) -> QueueRow:
 
 class Claim(Op[tuple[Leased, "int | None"]]):
     """Lease up to ``batch`` ready messages; with ``want_due``, also say when the next one
-    is due if none was ready (a long poll sleeps until then)."""
+    is due if none was ready (a long poll sleeps until then).
 
-    __slots__ = ("batch", "notify", "queue", "visibility_ms", "want_due")
+    ``gone`` (optional) says whether the caller has left (a poll whose client disconnected):
+    then the claim leases nothing, and leases it made in a transaction still running are given
+    back before it commits (``give_back``).
+    """
+
+    __slots__ = ("batch", "gone", "notify", "queue", "visibility_ms", "want_due")
     # Claims skip locked messages; ended leases are expired after locking the queue (claim).
     locks_first = True
+    gives_back = True
 
     def __init__(
-        self, queue: str, batch: int, visibility_ms: int | None, *, want_due: bool = False
+        self, queue: str, batch: int, visibility_ms: int | None, *, want_due: bool = False,
+        gone: Callable[[], bool] | None = None,
     ) -> None:
         self.queue = queue
         self.batch = batch
         self.visibility_ms = visibility_ms
         self.want_due = want_due
+        self.gone = gone
         self.notify: tuple[str, ...] = ()  # the DLQ, when the claim dead-lettered into it
 
     def key(self) -> Hashable | None:
         return None if self.want_due else ("claim", self.queue, self.visibility_ms)
 
+    def caller_gone(self) -> bool:
+        return self.gone is not None and self.gone()
+
     def run(self, tx: Tx, now: int) -> tuple[Leased, int | None]:
+        if self.caller_gone():  # left while the group waited (for the write lock, say)
+            return [], None
         leased, due, dlq = claim(tx, self.queue, self.batch, self.visibility_ms, now,
                                  self.want_due)
         self.notify = (dlq,) if dlq else ()
@@ -92,18 +105,33 @@ class Claim(Op[tuple[Leased, "int | None"]]):
 
     @classmethod
     def run_merged(cls, tx: Tx, ops: Sequence[Any], now: int) -> list[Outcome]:
-        """One claim for every poll's batch, handed out in delivery order."""
+        """One claim for the batches of every poll whose caller is still there, handed out
+        in delivery order (nothing for the others)."""
         parts: list[Claim] = list(ops)
+        staying = [not p.caller_gone() for p in parts]
         first = parts[0]
-        total = sum(p.batch for p in parts)
-        leased, _, dlq = claim(tx, first.queue, total, first.visibility_ms, now, False)
-        first.notify = (dlq,) if dlq else ()
+        total = sum(p.batch for p, stays in zip(parts, staying, strict=True) if stays)
+        leased: Leased = []
+        if total:
+            leased, _, dlq = claim(tx, first.queue, total, first.visibility_ms, now, False)
+            first.notify = (dlq,) if dlq else ()
         outcomes: list[Outcome] = []
         start = 0
-        for p in parts:
-            outcomes.append((True, (leased[start:start + p.batch], None)))
-            start += p.batch
+        for p, stays in zip(parts, staying, strict=True):
+            share = leased[start:start + p.batch] if stays else []
+            outcomes.append((True, (share, None)))
+            start += len(share)
         return outcomes
+
+    def give_back(self, tx: Tx, result: tuple[Leased, int | None]) -> tuple[Leased, int | None]:
+        """The leases of a caller that left, given back before the commit: each message as if
+        never claimed (lease and token cleared, the attempt not counted, ready again in its
+        place). Nothing is answered instead."""
+        leased, _ = result
+        if leased:
+            tx.unclaim([(m.id, m.token) for m in leased])
+            self.notify = (*self.notify, self.queue)  # ready again: wake waiting polls
+        return [], None
 
 
 def claim(

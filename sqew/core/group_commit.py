@@ -158,7 +158,7 @@ class GroupWriter(Writer):
             _fail(group, exc)
             return
         try:
-            outcomes = await self._run_group(group)
+            outcomes = await self._give_back(await self._run_group(group))
             await self._session.commit(self._offload)
         except _GroupFailed as failed:
             self._abandon()
@@ -194,6 +194,27 @@ class GroupWriter(Writer):
                     return outcomes
                 isolated = True  # an operation failed and all was rolled back: unit by unit
             await self._session.begin(self._offload)
+
+    async def _give_back(
+        self, outcomes: list[tuple[Item, Outcome]]
+    ) -> list[tuple[Item, Outcome]]:
+        """``outcomes``, with what callers that left while the group ran would have got given
+        back in its transaction, before the commit (a poll's leases: nobody would receive
+        them). A caller that leaves during the commit itself is too late for this."""
+        gone = [i for i, ((op, future), (ok, _)) in enumerate(outcomes)
+                if ok and op.gives_back and (future.done() or op.caller_gone())]
+        if not gone:
+            return outcomes
+
+        def give_back() -> None:
+            tx = self._session.tx
+            for i in gone:
+                (op, future), (_, value) = outcomes[i]
+                outcomes[i] = ((op, future), (True, op.give_back(tx, value)))
+            _notified(tx, [outcomes[i] for i in gone])  # what was given back is ready again
+
+        await self._body(give_back)
+        return outcomes
 
     async def _body(self, fn: Callable[[], T]) -> T:
         if self._on_loop:

@@ -222,12 +222,14 @@ class QueueService:
         return await self._writer.write(producing.Enqueue(queue, messages, proof))
 
     async def poll(
-        self, queue: str, *, batch: int = 1, wait_ms: int = 0, visibility_ms: int | None = None
+        self, queue: str, *, batch: int = 1, wait_ms: int = 0, visibility_ms: int | None = None,
+        gone: Callable[[], bool] | None = None,
     ) -> list[models.LeasedMessage]:
         """Lease up to ``batch`` ready messages, waiting up to ``wait_ms`` for some.
 
         Cancelling the call (a server does when the client disconnects) ends a wait at once
-        and leases nothing that was not leased yet.
+        and leases nothing that was not leased yet; so does ``gone`` turning true (the caller
+        left), and leases of a group commit still running are then given back (``Claim``).
         """
         check_range("batch", batch, 1, models.MAX_POLL_BATCH)
         check_range("wait_ms", wait_ms, 0, models.MAX_WAIT_MS)
@@ -237,7 +239,7 @@ class QueueService:
         if lead is not None:
             await self._reap(lead)
         return await waiting.long_poll(
-            self._writer, self.waiter, self.clock, queue, batch, wait_ms, visibility_ms
+            self._writer, self.waiter, self.clock, queue, batch, wait_ms, visibility_ms, gone
         )
 
     async def ack(self, queue: str, items: Sequence[tuple[int, str]]) -> list[models.ItemResult]:

@@ -8,6 +8,7 @@ or until its ``wait_ms`` runs out.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from sqew.backends.base import Waiter
 from sqew.core.clock import Clock
@@ -25,16 +26,26 @@ and a loaded server then claimed two or three times in a row at the end of every
 
 async def long_poll(
     writer: Writer, waiter: Waiter, clock: Clock, queue: str, batch: int, wait_ms: int,
-    visibility_ms: int | None,
+    visibility_ms: int | None, gone: Callable[[], bool] | None = None,
 ) -> Leased:
-    """Lease up to ``batch`` messages, waiting up to ``wait_ms`` for some to be ready."""
+    """Lease up to ``batch`` messages, waiting up to ``wait_ms`` for some to be ready.
+
+    ``gone`` (optional) says whether the caller has left: then the poll ends, leasing nothing,
+    before each claim and whenever its claim runs (``Claim``).
+    """
+    left = gone or _never
     if wait_ms == 0:
-        leased, _ = await writer.write(Claim(queue, batch, visibility_ms))
+        if left():
+            return []
+        leased, _ = await writer.write(Claim(queue, batch, visibility_ms, gone=gone))
         return leased
     deadline = time.monotonic() + wait_ms / 1000
     while True:
+        if left():
+            return []
         mark = waiter.mark(queue)  # before the claim: a commit after it is never missed
-        leased, due = await writer.write(Claim(queue, batch, visibility_ms, want_due=True))
+        leased, due = await writer.write(
+            Claim(queue, batch, visibility_ms, want_due=True, gone=gone))
         remaining = deadline - time.monotonic()
         if leased or remaining < END_SLACK_S or waiter.closed:
             return leased
@@ -42,3 +53,7 @@ async def long_poll(
         if due is not None:
             timeout = min(timeout, max((due - clock()) / 1000, NOT_CLAIMABLE_WAIT_S))
         await waiter.wait(queue, mark, timeout)
+
+
+def _never() -> bool:
+    return False

@@ -41,11 +41,25 @@ class Op(abc.ABC, Generic[R]):
     ``notify``: the queues whose long polls to wake once the operation committed.
     ``locks_first``: whether ``run`` itself writes its queue's row before any message row
     (then a transaction of its own needs no ``Tx.lock_queues`` first).
+    ``gives_back``: whether ``give_back`` undoes anything (a claim): a group commit asks it of
+    the operations whose callers left while their transaction ran.
     """
 
     __slots__ = ()
     notify: tuple[str, ...] = ()
     locks_first = False
+    gives_back = False
+
+    def caller_gone(self) -> bool:
+        """Whether the caller has gone and will read no result (a poll whose client
+        disconnected: the server tells through a callable, never HTTP). Default: never."""
+        return False
+
+    def give_back(self, tx: Tx, result: R) -> R:
+        """Undo in ``tx``, before it commits, what the operation did for a caller that has
+        gone (``caller_gone``, or its call cancelled), and return what it answers instead.
+        Default: nothing is undone (the write stands: an enqueue whose client left is made)."""
+        return result
 
     def queues(self) -> tuple[str, ...] | None:
         """The queues whose rows the operation may write (None: any): its ``queue`` (or

@@ -27,6 +27,8 @@ headers or body, and accepts connections until the process runs out of file desc
   idle the longest (no request handed to the app: waiting, or dripping headers) to take its
   place; only when every connection is busy is the new one closed. So thousands of idle or
   slow connections cannot keep ``/healthz`` from answering.
+- *TLS*: a connection counts, and its header timeout runs, from the TCP connection on, its
+  handshake included (``sqew.server.handshake``): one that never finishes it is idle.
 
 The timeouts cost no timer per request: a connection notes its phase and when it began
 (an attribute and a clock read), and one ``Guard`` per process sweeps all connections a few
@@ -41,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import sys
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -54,6 +57,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from sqew import errors
+from sqew.server import handshake
 
 MAX_URL_BYTES = 65535
 """The longest URL httptools parses (it counts offsets in 16 bits)."""
@@ -69,8 +73,13 @@ BODY = 2
 """The headers are complete, the body is not."""
 CLOSED = 3
 """Closed by the limits (the transport may not have said so yet)."""
+HANDSHAKE = 4
+"""A TLS connection whose handshake is not done (``sqew.server.handshake``)."""
+_EVICTABLE = (IDLE, HEAD, HANDSHAKE)
 
 _REFUSALS_LOGGED_EVERY_S = 10.0
+CLIENT_GONE = "sqew.client_gone"
+"""The scope key of a request's ``HttpProtocol.gone`` (``wire.client_gone``)."""
 
 
 @dataclass(frozen=True)
@@ -92,11 +101,16 @@ class Limits:
 
 class Config(uvicorn.Config):
     """uvicorn's configuration, carrying the ``Limits`` its ``HttpProtocol`` enforces (it is
-    pickled to worker processes with them)."""
+    pickled to worker processes with them), and serving TLS through the protocol."""
 
     def __init__(self, app: Any, *, limits: Limits, **kwargs: Any) -> None:
         super().__init__(app, **kwargs)
         self.limits = limits
+        self.tls: ssl.SSLContext | None = None
+
+    def load(self) -> None:
+        super().load()
+        self.tls, self.ssl = self.ssl, None  # HttpProtocol shakes hands (server.handshake)
 
 
 class HeadTooLarge(Exception):
@@ -124,12 +138,37 @@ class HttpProtocol(HttpToolsProtocol):
         self.phase = IDLE
         self.since = 0.0  # when the phase's deadline started counting
         self.head_bytes = 0  # bytes received while the headers were incomplete
+        self.tls: ssl.SSLContext | None = getattr(config, "tls", None)  # (Config.load)
+        self.handshaking = False
 
     # --- uvicorn's protocol, with the limits' bookkeeping --------------------------------------
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+        if self.handshaking:  # the TLS layer's call: the handshake is done, HTTP begins
+            self.handshaking = False
+            if self.phase == CLOSED:  # closed by the limits meanwhile
+                transport.close()
+                return
+            self.phase = IDLE  # its deadline still counts from the TCP connection
+            super().connection_made(transport)
+            return
         self.since = self.clock()
+        if self.tls is None:
+            super().connection_made(transport)
+        else:  # counted, evictable and timed like an idle connection while it shakes hands
+            self.phase, self.handshaking, self.transport = HANDSHAKE, True, transport
+            self.connections.add(self)
+            handshake.wrap(self.loop, transport, self, self.tls,
+                           self.guard.limits.header_timeout_s, self.handshake_ended)
         self.guard.admit(self)
+
+    def handshake_ended(self) -> None:
+        """The TLS handshake is over: forget the connection if it failed (no
+        ``connection_lost`` comes for one the layer never handed over)."""
+        if self.handshaking:
+            self.handshaking = False
+            self.phase = CLOSED
+            self.connections.discard(self)
+            self.transport.close()
 
     def data_received(self, data: bytes) -> None:
         phase = self.phase
@@ -147,6 +186,7 @@ class HttpProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         self.phase = HEAD  # (a request pipelined behind one with the app, too)
         super().on_message_begin()
+        self.scope[CLIENT_GONE] = self.gone  # type: ignore[literal-required]
 
     def on_headers_complete(self) -> None:
         # Counted bytes may include a body that came with the headers: look closer only then.
@@ -184,6 +224,12 @@ class HttpProtocol(HttpToolsProtocol):
         self.refuse(status, message)
 
     # --- the limits -----------------------------------------------------------------------------
+    def gone(self) -> bool:
+        """Whether the client has gone (its FIN or RST read) or the limits closed the
+        connection: a request of it under way can no longer be answered. It reads a flag, so
+        the group commit may ask it where its statements run (a database thread)."""
+        return self.transport.is_closing()
+
     def busy(self) -> bool:
         """Whether a request of this connection is with the app (or queued for it)."""
         cycle = self.cycle
@@ -216,6 +262,8 @@ class HttpProtocol(HttpToolsProtocol):
             limit = min(limits.keep_alive_timeout_s, limits.header_timeout_s)
             if now - self.since > limit and not self.busy():
                 self.drop()
+        elif phase == HANDSHAKE and now - self.since > limits.header_timeout_s:
+            self.drop()  # (nothing can be answered before the handshake is done)
 
     def drop(self) -> None:
         """Close the connection, answering nothing."""
@@ -289,13 +337,13 @@ class Guard:
         for attempt in range(2):
             while self._idlest:
                 since, conn = self._idlest.pop()
-                if (conn.since == since and conn.phase in (IDLE, HEAD) and not conn.busy()
+                if (conn.since == since and conn.phase in _EVICTABLE and not conn.busy()
                         and conn is not new and not conn.transport.is_closing()):
                     return conn
             if attempt == 0:
                 self._idlest = sorted(
                     ((c.since, c) for c in self.connections
-                     if isinstance(c, HttpProtocol) and c.phase in (IDLE, HEAD)
+                     if isinstance(c, HttpProtocol) and c.phase in _EVICTABLE
                      and not c.busy()),
                     key=itemgetter(0), reverse=True,
                 )

@@ -17,8 +17,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import Awaitable
-from typing import Annotated, Any, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, TypeVar, cast
 
 import msgspec
 from litestar import Request
@@ -31,6 +31,7 @@ from litestar.utils.scope.state import ScopeState
 from sqew import errors, jsonlimits, models
 from sqew.client.base import validation_error
 from sqew.config import Settings
+from sqew.server.protocols import CLIENT_GONE
 
 T = TypeVar("T")
 
@@ -38,6 +39,17 @@ QueuePath = Annotated[str, PathParameter(description="queue name")]
 """The ``{q}`` path parameter of every queue route."""
 
 _encode = msgspec.json.Encoder().encode
+
+
+def client_gone(request: Request[Any, Any, Any]) -> Callable[[], bool] | None:
+    """Whether the request's client has gone, asked of the connection without waiting (sqew's
+    HTTP protocol puts it in the scope, ``protocols.CLIENT_GONE``); None under another server.
+
+    A client gone shows as soon as the server has read its FIN or RST, even when the app has
+    not read the request's ``http.disconnect`` yet (nobody awaits ``receive`` in a poll that
+    does not wait).
+    """
+    return cast("Callable[[], bool] | None", request.scope.get(CLIENT_GONE))
 
 
 async def unless_disconnected(request: Request[Any, Any, Any], call: Awaitable[T]) -> T | None:

@@ -123,6 +123,11 @@ def every_statement(calls: Calls) -> None:
     assert tx.get_queue_for_claim("q", now) == (tx.get_queue("q"), False)
     a, b, c, d = tx.claim(qid, False, now, 4, now + 100)
     assert [a.id, b.id, c.id, d.id] == ids and len({a.token, b.token, c.token}) == 3
+    tx.unclaim([(d.id, d.token), (c.id, "not its token")])  # d as if never claimed; c kept
+    assert tx.attempts_if_token(qid, d.id, d.token) is None
+    assert tx.attempts_if_token(qid, c.id, c.token) == 1
+    (d,) = tx.claim(qid, False, now, 1, now + 100)  # ready again, first in line
+    assert (d.id, d.attempts) == (ids[3], 1)
     assert tx.ack(qid, a.id, a.token, True, now)
     archived = tx.scan_archive(qid, 0, ids[-1], 500, 10)
     assert [(m.id, m.available_at, m.expires_at) for m in archived] == [(a.id, now, now + 500)]

@@ -215,7 +215,7 @@ class Served:
 
     proc: subprocess.Popen[str]
     url: str
-    db: Path
+    db: Path | str
     log: Lines
 
     @property
@@ -243,17 +243,18 @@ class Served:
 
 
 @contextlib.contextmanager
-def serve(db: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[Served]:
-    """``sqew serve --db db --port 0 *args`` in a subprocess, up once it announces itself.
+def serve(db: Path | str, *args: str, env: dict[str, str] | None = None) -> Iterator[Served]:
+    """``sqew serve --db db --port 0 *args`` in a subprocess, up once it announces itself
+    (``db``: a SQLite file, run from its directory, or a database URL).
 
     ``env`` adds variables (``SQEW_*`` of the test process are removed). The process and its
     workers are killed by PID at the end if still running.
     """
     clean = {k: v for k, v in os.environ.items() if not k.startswith("SQEW_")}
     proc = subprocess.Popen(
-        [str(SQEW_BIN), "serve", "--db", str(db), "--port", "0", *args], cwd=db.parent,
-        env={**clean, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True,
+        [str(SQEW_BIN), "serve", "--db", str(db), "--port", "0", *args],
+        cwd=db.parent if isinstance(db, Path) else None, env={**clean, **(env or {})},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     assert proc.stderr is not None
     log = Lines(proc.stderr)

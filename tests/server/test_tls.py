@@ -8,12 +8,17 @@ unverified connection. Bad TLS files and half-given flags fail ``sqew serve`` cl
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
+import ssl
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import pytest
 import trustme
 
@@ -142,3 +147,83 @@ def test_serve_with_unusable_tls_files_fails_clearly(tls: Tls, tmp_path: Path) -
     one_error_line(sqew("serve", "--db", db, "--port", "0", "--tls-cert", str(tls.cert),
                         "--tls-key", str(wrong_key)), 1,
                    "error: ValidationError: cannot serve TLS with certificate")
+
+
+# --- connections that never finish the handshake -------------------------------------------------
+# A TLS connection is counted against max_connections, and held to header_timeout_s, from the
+# moment it is accepted, its handshake included: silent sockets, or ones that send half a
+# ClientHello, are evicted (the longest idle first) or timed out like any idle connection.
+CLOSE_S = 20
+"""How long a test waits for the server to close a connection (a far longer bound than the
+timeout it checks)."""
+
+
+def _half_client_hello() -> bytes:
+    """The first half of a real TLS ClientHello (made by ``ssl``, never sent whole)."""
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls_obj = ssl.create_default_context().wrap_bio(incoming, outgoing,
+                                                    server_hostname="127.0.0.1")
+    with contextlib.suppress(ssl.SSLWantReadError):
+        tls_obj.do_handshake()
+    hello = outgoing.read()
+    assert hello[:1] == b"\x16"  # a TLS handshake record
+    return hello[: len(hello) // 2]
+
+
+def _silent(port: int, index: int) -> socket.socket:
+    """A connection that sends nothing (even ``index``) or half a ClientHello (odd)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    if index % 2:
+        sock.sendall(_half_client_hello())
+    return sock
+
+
+def _until_closed(sock: socket.socket, timeout: float = CLOSE_S) -> None:
+    """Return once the server has closed ``sock`` (what it sends before is ignored)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        sock.settimeout(max(0.01, deadline - time.monotonic()))
+        try:
+            if not sock.recv(65536):
+                return
+        except TimeoutError:
+            raise AssertionError(f"the server left the connection open {timeout} s") from None
+        except ConnectionResetError:
+            return
+
+
+def _connections(server: Served) -> int:
+    """The server's established TCP connections (its listening socket aside)."""
+    return sum(c.status == psutil.CONN_ESTABLISHED
+               for c in psutil.Process(server.proc.pid).net_connections("tcp"))
+
+
+def test_handshakes_that_never_end_count_against_max_connections(tls: Tls,
+                                                                  tmp_path: Path) -> None:
+    env = {"SQEW_MAX_CONNECTIONS": "10", "SQEW_HEADER_TIMEOUT_S": "600",
+           "SQEW_KEEP_ALIVE_TIMEOUT_S": "600"}
+    args = ("--tls-cert", str(tls.cert), "--tls-key", str(tls.key))
+    with serve(tmp_path / "m.db", *args, env=env) as server, contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(_silent(server.port, i)) for i in range(30)]
+        # The longest idle were closed to make room: the process holds at most 10.
+        deadline = time.monotonic() + CLOSE_S
+        while _connections(server) > 10:
+            assert time.monotonic() < deadline, _connections(server)
+            time.sleep(0.05)
+        _until_closed(socks[0])
+        _until_closed(socks[1])
+        # A real client is served, over a handshake of its own.
+        with Client(server.url, ca_cert=tls.ca) as client:
+            assert client.health().status == "ok"
+
+
+def test_handshakes_that_never_end_are_closed_after_header_timeout_s(tls: Tls,
+                                                                     tmp_path: Path) -> None:
+    env = {"SQEW_HEADER_TIMEOUT_S": "1", "SQEW_KEEP_ALIVE_TIMEOUT_S": "1"}
+    args = ("--tls-cert", str(tls.cert), "--tls-key", str(tls.key))
+    with serve(tmp_path / "t.db", *args, env=env) as server, contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(_silent(server.port, i)) for i in range(6)]
+        for sock in socks:
+            _until_closed(sock)
+        with Client(server.url, ca_cert=tls.ca) as client:
+            assert client.health().status == "ok"

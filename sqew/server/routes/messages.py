@@ -173,8 +173,11 @@ async def poll(
 ) -> ASGIApp:
     """Lease up to ``batch`` ready messages, waiting up to ``wait_ms`` for one to arrive."""
     rt = runtime(request)
+    # A poll whose client has gone (wire.client_gone) leases nothing, at once or waiting.
+    gone = wire.client_gone(request)
     if not wait_ms:
-        got = await rt.service.poll(q, batch=batch, wait_ms=0, visibility_ms=visibility_ms)
+        got = await rt.service.poll(q, batch=batch, wait_ms=0, visibility_ms=visibility_ms,
+                                    gone=gone)
         return JsonResponse(models.LeasedMessageList(got))
     # Waiting polls per process are bounded (max_waiting_polls): one more is told to come back
     # rather than answered empty, which would have its client poll again at once, in a loop.
@@ -185,8 +188,9 @@ async def poll(
     rt.waiting_polls += 1
     rt.metrics.long_poll_started()
     try:
-        call = rt.service.poll(q, batch=batch, wait_ms=wait_ms, visibility_ms=visibility_ms)
-        # A poll that may wait ends, leasing nothing, when its client disconnects meanwhile.
+        call = rt.service.poll(q, batch=batch, wait_ms=wait_ms, visibility_ms=visibility_ms,
+                               gone=gone)
+        # A waiting poll ends at once when its client disconnects meanwhile.
         got = await wire.unless_disconnected(request, call) or []
     finally:
         rt.waiting_polls -= 1
