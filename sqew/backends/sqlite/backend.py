@@ -70,6 +70,8 @@ class SqliteBackend(Backend):
         with its directory left exactly as it was.
         """
         try:
+            if not self.path.exists():
+                _create_private(self.path)
             rev = _schema_revision(self.path)
             if rev == SCHEMA_HEAD:
                 return
@@ -209,6 +211,31 @@ def _check_path(path: Path) -> None:
         raise errors.Unavailable(f"{where}: directory '{path.parent}' does not exist")
     if path.exists() and not os.access(path, os.R_OK):
         raise errors.Unavailable(f"{where}: permission denied")
+
+
+def _create_private(path: Path) -> None:
+    """Create an empty database file readable by its owner only (0600): it will hold HMAC
+    secrets. SQLite gives the ``-wal`` and ``-shm`` files it makes the database's mode.
+
+    Made under another name and linked into place, so that no descriptor of the file is ever
+    closed by this process while a connection of it may hold a lock on it (a close drops the
+    process's POSIX locks on the file). Someone else creating it first is fine; where links
+    cannot be made, SQLite creates it and it is restricted at once.
+    """
+    spare = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
+    try:
+        os.close(os.open(spare, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        try:
+            os.link(spare, path)
+        except FileExistsError:
+            pass
+        except OSError:
+            connection.bare_connection(path).close()
+            os.chmod(path, 0o600)
+        finally:
+            os.unlink(spare)
+    except OSError:  # a read-only directory, say: opening the file will tell
+        return
 
 
 def _opening_error(path: Path, exc: BaseException) -> errors.SqewError:

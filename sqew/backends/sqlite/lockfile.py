@@ -39,7 +39,7 @@ def _open(path: Path, create: bool = True) -> int:
     # flock needs no write access: a read-only descriptor of an existing lock file will do.
     if create:
         try:
-            return os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+            return os.open(path, os.O_RDONLY | os.O_CREAT, 0o600)
         except OSError:
             pass
     return os.open(path, os.O_RDONLY)
