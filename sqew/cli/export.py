@@ -2,7 +2,8 @@
 
 Each line is a message object that ``sqew message enqueue --file F --envelope`` reads back
 (``sqew.cli.bulk.parse_envelope``): payload, priority, attributes, the idempotency key while the
-queue remembers it, the producer's trace context (``traceparent``, ``tracestate``) when it sent
+queue remembers it (a replay key of its own for a DLQ's or an archive's message: ``envelope``),
+the producer's trace context (``traceparent``, ``tracestate``) when it sent
 one, and the time the message has left — ``ttl_ms`` from its ``expires_at``, and
 ``delay_ms`` for one not yet due — measured when its page is written. An archived message was
 acked: its ``expires_at`` is the archive's retention, not its own, so it is exported without a
@@ -27,12 +28,27 @@ from sqew.client.base import Client
 _encode = msgspec.json.Encoder().encode
 
 
-def envelope(m: models.ScannedMessage, now: int) -> dict[str, Any]:
-    """The ``--envelope`` message object that re-enqueues ``m`` as it is at ``now``."""
+REPLAY_KEY = "sqew-replay:{id}:{enqueued_at}"
+"""The idempotency key of a DLQ's or an archive's message in an export: its own, for the
+replay (a message's id and first enqueue time name it across databases)."""
+
+
+def envelope(m: models.ScannedMessage, now: int, source: str = "queue") -> dict[str, Any]:
+    """The ``--envelope`` message object that re-enqueues ``m`` (of ``source``) as it is at
+    ``now``.
+
+    A queue's message keeps its idempotency key (a replay elsewhere still finds its producer's
+    retries). A DLQ's or an archive's message was failed or done with: its replay must deliver
+    it again, which its original key (still in the queue's dedup window) would refuse as a
+    duplicate; it gets a key of its own instead (``REPLAY_KEY``), so that replaying the same
+    export twice still delivers it once.
+    """
     out: dict[str, Any] = {"payload": m.payload, "priority": m.priority}
     if m.attributes:
         out["attributes"] = m.attributes
-    if isinstance(m.idempotency_key, str):
+    if source != "queue":
+        out["idempotency_key"] = REPLAY_KEY.format(id=m.id, enqueued_at=m.enqueued_at)
+    elif isinstance(m.idempotency_key, str):
         out["idempotency_key"] = m.idempotency_key
     if isinstance(m.traceparent, str):  # a replay still links to the original producer
         out["traceparent"] = m.traceparent
@@ -60,7 +76,7 @@ def write(
     """Write every message of ``source`` to ``out`` as NDJSON envelopes; how many."""
     count = 0
     for m in client.export(queue, source=source):
-        out.write(_encode(envelope(m, clock())) + b"\n")
+        out.write(_encode(envelope(m, clock(), source)) + b"\n")
         count += 1
         if advance is not None:
             advance(1)

@@ -107,10 +107,12 @@ def test_replay_a_dlq_and_an_archive(sqew, tmp_path) -> None:
             assert result.returncode == 0, str(result)
             assert result.stderr.startswith("exported 2 messages from ")
             envelopes = [json.loads(line) for line in out.read_text().splitlines()]
+            exported = {m.payload["n"]: m for m in _scan(client, q, source)}
             assert envelopes == [
                 {"payload": {"n": n}, "priority": n, "attributes": {"n": str(n)},
-                 "idempotency_key": f"k{n}", **({"ttl_ms": e["ttl_ms"]} if source == "dlq"
-                                                 else {})}
+                 "idempotency_key":
+                     f"sqew-replay:{exported[n].id}:{exported[n].enqueued_at}",
+                 **({"ttl_ms": e["ttl_ms"]} if source == "dlq" else {})}
                 for n, e in zip(expected, envelopes, strict=True)]
             client.purge(replay)
             sqew.ok("message", "enqueue", "--queue", replay, "--file", str(out), "--envelope")
@@ -137,3 +139,31 @@ def test_an_empty_export(sqew) -> None:
     assert msgspec.json.decode(
         sqew.run("--json", "queue", "export", "--name", q, "--source", "archive").stderr
     ) == {"exported": 0}
+
+
+def test_replaying_a_dlq_of_keyed_messages_into_its_queue_delivers_them_once(
+    sqew, tmp_path
+) -> None:
+    """The documented recipe: export the DLQ, enqueue the file back into the queue. The
+    messages' own keys are still in the queue's dedup window; the replay delivers them anyway,
+    and running it twice delivers them once."""
+    q = sqew.name("q")
+    out = tmp_path / "failed.ndjson"
+    with sqew.arrange(q, max_attempts=1) as client:
+        sent = [client.enqueue(q, {"order": n}, idempotency_key=f"order-{n}").message_id
+                for n in range(3)]
+        for m in client.poll(q, batch=3):
+            client.nack(q, m.id, m.token, error="failed")
+        assert client.stats(q).dlq == 3
+        assert sqew.run("queue", "export", "--name", q, "--source", "dlq",
+                        "--out", str(out)).returncode == 0
+        first = sqew.json("message", "enqueue", "--queue", q, "--file", str(out), "--envelope")
+        assert first == {"enqueued": 3, "duplicates": 0, "failed": []}
+        again = sqew.json("message", "enqueue", "--queue", q, "--file", str(out), "--envelope")
+        assert again == {"enqueued": 0, "duplicates": 3, "failed": []}
+        sqew.ok("dlq", "purge", "--queue", q)
+        replayed = client.poll(q, batch=10)
+        assert sorted(m.payload["order"] for m in replayed) == [0, 1, 2]
+        assert not {m.id for m in replayed} & set(sent)
+        # the producers' own keys still deduplicate their retries
+        assert client.enqueue(q, {"order": 0}, idempotency_key="order-0").duplicate
