@@ -16,7 +16,8 @@ from sqew.client.arguments import convert, key_create, key_id, message_in, messa
 from sqew.client.base import Client
 from sqew.core import signing
 from sqew.core.clock import Clock
-from sqew.core.service import QueueService, check_range
+from sqew.core.rules import check_range
+from sqew.core.service import QueueService
 from sqew.core.writer import run_blocking, run_sync
 
 _decode = msgspec.json.decode

@@ -31,6 +31,14 @@ def check_backoff(base_ms: int, max_ms: int) -> None:
         )
 
 
+def check_range(name: str, value: int, low: int, high: int | None = None) -> None:
+    """Raise ValidationError unless ``low <= value <= high``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (
+        high is not None and value > high
+    ):
+        raise range_error(name, low, high)
+
+
 def range_error(name: str, low: int, high: int | None = None) -> errors.ValidationError:
     """The error for an integer parameter ``name`` outside ``low``…``high`` (or not an integer).
 

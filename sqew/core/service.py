@@ -35,31 +35,17 @@ from sqew.core import (
     maintenance,
     pressure,
     producing,
-    rules,
     signing,
     views,
     waiting,
     writers,
 )
 from sqew.core.clock import Clock
-from sqew.core.writer import (
-    NO_OBSERVER,
-    Offload,
-    Op,
-    WriteObserver,
-    inline,
-)
+from sqew.core.rules import check_range
+from sqew.core.writer import NO_OBSERVER, Offload, Op, WriteObserver, inline
 
 log = logging.getLogger("sqew.service")
 T = TypeVar("T")
-
-
-def check_range(name: str, value: int, low: int, high: int | None = None) -> None:
-    """Raise ValidationError unless ``low <= value <= high``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < low or (
-        high is not None and value > high
-    ):
-        raise rules.range_error(name, low, high)
 
 
 class QueueService:
