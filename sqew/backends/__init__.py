@@ -14,12 +14,15 @@ __all__ = ["Backend", "open_backend", "sqlite_path"]
 
 def open_backend(
     target: str | os.PathLike[str], *, durability: str = "normal", upgrade: bool = False,
-    trace: Callable[[str], None] | None = None,
+    trace: Callable[[str], None] | None = None, create: bool = True, read_only: bool = False,
 ) -> Backend:
     """Open the database a target names: a file path, ``sqlite:///path``, or a PostgreSQL URL
     (``postgresql+psycopg://…``, ``postgresql://…``; needs the ``postgres`` extra).
 
     ``trace`` is called with the text of every SQL statement the backend runs (diagnostics).
+    Without ``create`` a database that does not exist (no file; no sqew schema in a
+    PostgreSQL database) is ``Unavailable`` instead of created; ``read_only`` opens a SQLite
+    file for reading only (nothing is created or migrated; writes are ``Unavailable``).
 
     Raises:
         sqew.errors.Unavailable: the database cannot be opened or is not a sqew database.
@@ -30,7 +33,8 @@ def open_backend(
     """
     text = os.fspath(target)
     if is_postgres(text):
-        return _postgres(text, durability=durability, upgrade=upgrade, trace=trace)
+        return _postgres(text, durability=durability, upgrade=upgrade, trace=trace,
+                         create=create)
     path = sqlite_path(target)
     if path is None:
         scheme = os.fspath(target).split("://", 1)[0]
@@ -41,11 +45,13 @@ def open_backend(
         raise ValidationError("an in-memory database (:memory:) cannot hold a queue; give a file")
     from sqew.backends.sqlite import SqliteBackend
 
-    return SqliteBackend(path, durability=durability, upgrade=upgrade, trace=trace)
+    return SqliteBackend(path, durability=durability, upgrade=upgrade, trace=trace,
+                         create=create, read_only=read_only)
 
 
 def _postgres(
-    url: str, *, durability: str, upgrade: bool, trace: Callable[[str], None] | None
+    url: str, *, durability: str, upgrade: bool, trace: Callable[[str], None] | None,
+    create: bool,
 ) -> Backend:
     try:
         from sqew.backends.postgres import PostgresBackend
@@ -53,4 +59,5 @@ def _postgres(
         raise ValidationError(
             "a PostgreSQL database needs the postgres extra: pip install 'sqew[postgres]'"
         ) from None
-    return PostgresBackend(url, durability=durability, upgrade=upgrade, trace=trace)
+    return PostgresBackend(url, durability=durability, upgrade=upgrade, trace=trace,
+                           create=create)

@@ -52,7 +52,7 @@ def create(
 
         KEY=$(sqew --json keys create --queue jobs --scope produce,consume | jq -r .key)
     """
-    state = current(ctx)
+    state = current(ctx, create=True)
     created = state.client.create_key(params.scopes(scope), name=name, queue=queue)
     if state.json:
         output.write_json(created)

@@ -85,7 +85,7 @@ def add(ctx: typer.Context, name: Name, **settings: Any) -> None:
 
         sqew queue add --name jobs --max-attempts 3 --visibility-ms 60000
     """
-    state = current(ctx)
+    state = current(ctx, create=True)
     q = state.client.create_queue(name, **_given(settings))
     output.emit(state.json, q, output.queue_detail(q))
 

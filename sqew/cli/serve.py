@@ -6,13 +6,12 @@ inside ``serve``, so the other commands (and ``--help``) never load it.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from sqew import config_layers, errors, locations
+from sqew import config_layers
 from sqew.cli import output, params, serve_config
 from sqew.cli.state import current
 
@@ -83,11 +82,7 @@ def health(ctx: typer.Context) -> None:
 
         sqew --url http://127.0.0.1:8888 health
     """
-    state = current(ctx)
-    if not state.url:  # a database that is not there is unhealthy, not one to create
-        path = locations.sqlite_path(state.db)
-        if path is not None and not os.path.exists(path):
-            raise errors.Unavailable(f"no database at '{state.db}' (health creates none)")
+    state = current(ctx)  # a database that is not there is unhealthy, not one to create
     result = state.client.health()
     output.emit(state.json, result, output.line(result.status))
 
@@ -105,10 +100,6 @@ def metrics(ctx: typer.Context) -> None:
         sqew --db ./sqew.db metrics
     """
     state = current(ctx)
-    if not state.url:  # reading metrics creates no database
-        path = locations.sqlite_path(state.db)
-        if path is not None and not os.path.exists(path):
-            raise errors.Unavailable(f"no database at '{state.db}' (metrics creates none)")
     typer.echo(state.client.metrics(), nl=False)
 
 

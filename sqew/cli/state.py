@@ -1,14 +1,19 @@
 """What the root options decide for every command: where to connect and how to print.
 
 The Client is built on first use, so ``--help``, ``--version`` and usage errors never open (or
-create) a database file.
+create) a database file. Only the commands that make something (``queue add``, ``keys
+create``, ``db upgrade``, ``serve``) create a missing database; every other command refuses
+one with an error that names the path (a mistyped ``--db`` is not a new, empty store). A file
+this user may read but not write is opened read-only: reads work, a write says so.
 """
 
 from __future__ import annotations
 
+import os
+
 import typer
 
-from sqew import errors
+from sqew import errors, locations
 from sqew.client.base import Client
 from sqew.client.local import LocalClient
 
@@ -34,6 +39,8 @@ class State:
         self._client: Client | None = None
         self.hmac_secret: str | None = None
         """Signs enqueues in remote mode (``--hmac-secret``); a local file needs none."""
+        self.create = False
+        """Whether the command may create a missing database (``current(ctx, create=True)``)."""
 
     @property
     def client(self) -> Client:
@@ -54,7 +61,7 @@ class State:
                 raise errors.Unavailable(
                     "this sqew cannot talk to a server: sqew.client.http is not available"
                 ) from None
-        return LocalClient(self.db)
+        return LocalClient(self.db, create=self.create, read_only=_read_only(self.db))
 
     def close(self) -> None:
         """Close the Client if one was opened."""
@@ -63,9 +70,21 @@ class State:
             client.close()
 
 
-def current(ctx: typer.Context) -> State:
-    """The State of the running command (set by the root callback on the root context)."""
+def current(ctx: typer.Context, *, create: bool = False) -> State:
+    """The State of the running command (set by the root callback on the root context);
+    ``create``: the command makes something, and may create a missing database for it."""
     state = ctx.find_object(State)
     if state is None:  # only when a command is invoked without the root app
         raise errors.InternalError("sqew command run outside the sqew app")
+    state.create = create
     return state
+
+
+def _read_only(db: str) -> bool:
+    """Whether ``db`` is a SQLite file that exists and this user may not write (it, or the
+    directory its ``-wal`` and ``-shm`` files go to)."""
+    path = locations.sqlite_path(db)
+    if not path or not os.path.exists(path):
+        return False
+    folder = os.path.dirname(os.path.abspath(path))
+    return not (os.access(path, os.W_OK) and os.access(folder, os.W_OK | os.X_OK))

@@ -43,6 +43,10 @@ class LocalClient(Client):
         clock: epoch-milliseconds clock (tests); default: the database's
             (``Backend.clock``: this host's for a file, the server's time on PostgreSQL).
         upgrade: apply pending migrations to an existing database.
+        create: create the database if there is none (else ``Unavailable``: a mistyped path
+            is not silently a new, empty store).
+        read_only: open a SQLite file for reading only (one this process may not write):
+            reads work, writes are ``Unavailable`` ("read-only"); the reaper does not run.
         reap_interval_ms: how often (by ``clock``) a poll or a read runs the reaper first.
         rng: the randomness of backoff jitter (seed it for repeatable runs).
         hmac_secret: accepted so that ``Client(target, hmac_secret=...)`` works for a file
@@ -68,11 +72,15 @@ class LocalClient(Client):
         hmac_secret: str | Sequence[str] | None = None,
         api_key: str | None = None,
         ca_cert: str | os.PathLike[str] | None = None,
+        create: bool = True,
+        read_only: bool = False,
     ) -> None:
         self.target = os.fspath(target)
-        backend = open_backend(target, durability=durability, upgrade=upgrade)
+        backend = open_backend(target, durability=durability, upgrade=upgrade, create=create,
+                               read_only=read_only)
         self.service = QueueService(
-            backend, clock=clock, reap_interval_ms=reap_interval_ms, rng=rng
+            backend, clock=clock, reap_interval_ms=reap_interval_ms, rng=rng,
+            reap_when_due=not read_only,
         )
         self._waits: ThreadPoolExecutor | None = None
 

@@ -59,12 +59,13 @@ class PostgresBackend(Backend):
             ``synchronous_commit`` says (on by default: safe against power loss).
         upgrade: apply pending migrations to an existing database instead of refusing it.
         trace: called with every SQL statement run on this backend's pooled connections.
+        create: create sqew's schema in a database that has none (else ``Unavailable``).
     """
 
     statements_on_loop = False
 
     def __init__(self, url: str, *, durability: str = "normal", upgrade: bool = False,
-                 trace: Callable[[str], None] | None = None) -> None:
+                 trace: Callable[[str], None] | None = None, create: bool = True) -> None:
         if durability not in ("normal", "full"):
             raise errors.ValidationError("durability must be 'normal' or 'full'")
         self.url = url
@@ -77,7 +78,7 @@ class PostgresBackend(Backend):
         self._origin = secrets.token_hex(8)  # this process's mark on its notifications
         self._limits = Limits()  # what the hot paths remember of the queues (PostgresHot)
         self._closed = False
-        self._prepare(upgrade)
+        self._prepare(upgrade, create)
         self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             self._info, min_size=connection.POOL_MIN, max_size=connection.POOL_MAX,
             timeout=connection.POOL_TIMEOUT_S, open=False, configure=self._configure,
@@ -106,8 +107,9 @@ class PostgresBackend(Backend):
         if self._trace is not None:
             conn.cursor_factory = _traced_cursor(self._trace)
 
-    def _prepare(self, upgrade: bool) -> None:
-        """Check the schema; create it in an empty database, or migrate with ``upgrade``."""
+    def _prepare(self, upgrade: bool, create: bool) -> None:
+        """Check the schema; create it in an empty database (with ``create``), or migrate with
+        ``upgrade``."""
         try:
             conn = self._connect()
         except psycopg.Error as exc:
@@ -121,6 +123,10 @@ class PostgresBackend(Backend):
             conn.execute("SELECT pg_advisory_lock(%s)", (lock_key(_MIGRATION_LOCK),))
             try:
                 rev = _schema_revision(conn)
+                if rev is None and not create:
+                    raise errors.Unavailable(
+                        "the database has no sqew schema yet: sqew creates it when it first "
+                        f"writes there (`sqew --db {self.shown} db upgrade`, or `queue add`)")
                 if rev != SCHEMA_HEAD:
                     _refuse(conn, rev, upgrade)
                     from sqew import migrate  # Alembic only when a schema must be written

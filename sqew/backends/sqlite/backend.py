@@ -37,22 +37,31 @@ class SqliteBackend(Backend):
             ``"full"`` (synchronous=FULL: safe against power loss).
         upgrade: apply pending migrations to an existing database instead of refusing it.
         trace: called with every SQL statement run on the connections of this backend.
+        create: create the database if the file does not exist (else ``Unavailable``).
+        read_only: open the file for reading only (a file its reader may not write): nothing
+            is created or migrated, and every write is ``Unavailable`` ("read-only").
     """
 
     statements_on_loop = True
 
     def __init__(self, path: str | os.PathLike[str], *, durability: str = "normal",
-                 upgrade: bool = False, trace: Callable[[str], None] | None = None) -> None:
+                 upgrade: bool = False, trace: Callable[[str], None] | None = None,
+                 create: bool = True, read_only: bool = False) -> None:
         if durability not in ("normal", "full"):
             raise errors.ValidationError("durability must be 'normal' or 'full'")
         self.path = Path(path)
+        self.read_only = read_only
+        self._create = create and not read_only
         self._sync = "FULL" if durability == "full" else "NORMAL"
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._closed = False
         self._trace = trace
-        _check_path(self.path)
+        try:
+            _check_path(self.path)
+        except OSError as exc:  # a directory on the way this user may not enter, say
+            raise _opening_error(self.path, exc) from exc
         self._prepare(upgrade)
 
     # --- opening --------------------------------------------------------------------------------
@@ -71,10 +80,22 @@ class SqliteBackend(Backend):
         """
         try:
             if not self.path.exists():
+                if not self._create:
+                    raise errors.Unavailable(
+                        f"no database at '{self.path}' (create one with `sqew --db "
+                        f"{self.path} db upgrade`, or make a queue with `queue add`)")
                 _create_private(self.path)
-            rev = _schema_revision(self.path)
+            rev = _schema_revision(self.path, self.read_only)
             if rev == SCHEMA_HEAD:
                 return
+            if self.read_only:  # nothing may be migrated: judged as it is
+                try:
+                    _refuse(self.path, rev, upgrade=False)
+                except errors.SqewError as exc:
+                    raise type(exc)(f"cannot open database '{self.path}': {exc.message}") \
+                        from None
+                raise errors.Unavailable(f"cannot open database '{self.path}': it has no "
+                                         "sqew schema, and it is opened read-only")
             try:
                 try:
                     _refuse(self.path, rev, upgrade)
@@ -101,7 +122,8 @@ class SqliteBackend(Backend):
         migrate.upgrade_file(self.path)
 
     def _connect(self) -> sqlite3.Connection:
-        return connection.connect(self.path, synchronous=self._sync, trace=self._trace)
+        return connection.connect(self.path, synchronous=self._sync, trace=self._trace,
+                                  read_only=self.read_only)
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -121,6 +143,10 @@ class SqliteBackend(Backend):
 
     # --- transactions ---------------------------------------------------------------------------
     def write(self) -> AbstractContextManager[Tx]:
+        if self.read_only:
+            raise errors.Unavailable(
+                f"the database '{self.path}' is read-only here: this user may read it, not "
+                "write it")
         return self._transaction("BEGIN IMMEDIATE")
 
     def read(self) -> AbstractContextManager[Tx]:
@@ -220,7 +246,8 @@ def _create_private(path: Path) -> None:
     Made under another name and linked into place, so that no descriptor of the file is ever
     closed by this process while a connection of it may hold a lock on it (a close drops the
     process's POSIX locks on the file). Someone else creating it first is fine; where links
-    cannot be made, SQLite creates it and it is restricted at once.
+    cannot be made, it is created in place (a connection of this process opening it in that
+    instant would lose its locks; only a file system without hard links gets there).
     """
     spare = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
     try:
@@ -230,8 +257,8 @@ def _create_private(path: Path) -> None:
         except FileExistsError:
             pass
         except OSError:
-            connection.bare_connection(path).close()
-            os.chmod(path, 0o600)
+            with contextlib.suppress(FileExistsError):
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         finally:
             os.unlink(spare)
     except OSError:  # a read-only directory, say: opening the file will tell
@@ -247,12 +274,12 @@ def _opening_error(path: Path, exc: BaseException) -> errors.SqewError:
     return type(err)(f"cannot open database '{path}': {err.message}")
 
 
-def _schema_revision(path: Path) -> str | None:
+def _schema_revision(path: Path, read_only: bool = False) -> str | None:
     """The revision in ``alembic_version``, or None when there is no such table.
 
     Raises sqlite3.DatabaseError for a file that is not a database.
     """
-    conn = connection.bare_connection(path)
+    conn = connection.bare_connection(path, read_only)
     try:
         if conn.execute(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'alembic_version'"
