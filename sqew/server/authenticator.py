@@ -157,13 +157,12 @@ class Authenticator:
         except errors.Unauthorized:
             self._failed(address)
             raise
-        if entry is None:
-            self._check_key_id(key, now)
         if entry is not None:
             got = await self._confirmed(digest, entry, now)
             if got is None:
                 self._failed(address)
         else:
+            self._check_key_id(key, now)
             got = await self._verified(digest, key, address, now)
         if got is None:
             raise errors.Unauthorized(_WRONG)
