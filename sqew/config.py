@@ -81,8 +81,9 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
             off, i.e. open to anyone who can reach it (it refuses to start otherwise).
         auth_cache_size: verified keys kept in each process's cache (a key missing from it
             costs one argon2 verification, tens of ms of one thread).
-        auth_failures_per_minute: failed key attempts a client address may make per minute
-            and process before it is answered 429 ``RateLimited`` (its right key too); 0: no
+        auth_failures_per_minute: failed key attempts a client address (an IPv6 /64) may make
+            per minute and process before it is answered 429 ``RateLimited`` (its right key
+            too), and wrong secrets a key id may get before it is (unless cached); 0: no
             limit.
         metrics: count requests, database transactions, long polls, duplicates and
             rejections for /metrics (off: /metrics shows only what it reads from the database

@@ -116,8 +116,9 @@ def text(value: Any) -> str:
 
 
 def hide_password(value: str) -> str:
-    """A URL's password replaced by ``***`` (``postgresql://u:***@h/db``, ``?password=***``);
-    anything else as is (``sqew.locations.shown``)."""
+    """A URL's secrets replaced by ``***`` (``postgresql://u:***@h/db``, ``?password=***``,
+    ``?sslpassword=***``: every parameter libpq treats as secret); anything else as is
+    (``sqew.locations.shown``)."""
     return locations.shown(value)
 
 

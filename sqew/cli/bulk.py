@@ -25,6 +25,7 @@ from rich.console import Console
 from sqew import errors, jsonlimits, models
 from sqew.cli.output import plural
 from sqew.client.base import Client, validation_error
+from sqew.escapes import escape_controls
 
 BATCH_SIZE = 500
 KEEP_FAILED = 1000  # failed lines remembered with their error; beyond, only counted
@@ -100,7 +101,8 @@ class Summary:
             c.print(f"failed {plural(self.failed_total, 'line')}:", markup=False,
                     soft_wrap=True)
             for f in sorted(self.failed)[:SHOW_FAILED]:
-                c.print(f"  line {f.line}: {f.code}: {f.message}", markup=False, soft_wrap=True)
+                c.print(f"  line {f.line}: {f.code}: {escape_controls(f.message)}",
+                        markup=False, soft_wrap=True)
             more = self.failed_total - min(len(self.failed), SHOW_FAILED)
             if more:
                 c.print(f"  … and {more} more (use --json to list up to {KEEP_FAILED})",

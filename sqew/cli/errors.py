@@ -11,6 +11,7 @@ import sys
 import typer
 
 from sqew import errors
+from sqew.escapes import escape_controls
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -19,8 +20,9 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
 
 
 def error_line(exc: errors.SqewError) -> str:
-    """``error: <Code>: <message>`` on one line (newlines in a message are folded)."""
-    message = " ".join(str(exc.message).split())
+    """``error: <Code>: <message>`` on one line (newlines in a message are folded, other
+    control characters escaped: a message may quote what a client or a server sent)."""
+    message = escape_controls(" ".join(str(exc.message).split()))
     return f"error: {exc.code}: {message}"
 
 
@@ -32,8 +34,11 @@ def report(exc: errors.SqewError) -> int:
     """
     from sqew.config_layers import SettingsError
 
-    text = f"error: {exc.code}: {exc.message}" if isinstance(exc, SettingsError) else (
-        error_line(exc))
+    if isinstance(exc, SettingsError):  # lines of their own, each escaped
+        text = "\n".join(escape_controls(part) for part in
+                         f"error: {exc.code}: {exc.message}".split("\n"))
+    else:
+        text = error_line(exc)
     sys.stderr.write(text + "\n")
     sys.stderr.flush()
     return EXIT_FAILED

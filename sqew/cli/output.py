@@ -2,6 +2,10 @@
 
 The JSON is ``msgspec.json.encode`` of the same wire models the REST server returns, so local
 and remote output match byte for byte in shape (UNSET fields are omitted, as on the wire).
+The human forms show user data (payloads, errors, attributes, names) with its control
+characters escaped (``sqew.escapes``): what a producer or a consumer wrote cannot move the
+cursor, clear the screen or forge a line of the terminal that shows it. ``--json`` stays
+exact.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from sqew import models, queue_settings
+from sqew.escapes import escape_controls
 
 PAYLOAD_WIDTH = 60  # characters of a payload shown in a table cell
 
@@ -45,8 +50,15 @@ def emit(as_json: bool, value: Any, human: Callable[[Console], None]) -> None:
 
 
 def line(text: str) -> Callable[[Console], None]:
-    """A human renderer printing one line (markup-free, so names print as given)."""
-    return lambda c: c.print(text, markup=False, soft_wrap=True)
+    """A human renderer printing one line (markup-free, so names print as given; control
+    characters escaped)."""
+    shown = escape_controls(text)
+    return lambda c: c.print(shown, markup=False, soft_wrap=True)
+
+
+def cell(text: str) -> str:
+    """User data for a Rich table cell: control characters and Rich markup escaped."""
+    return escape(escape_controls(text))
 
 
 # --- small formatters ---------------------------------------------------------------------------
@@ -74,8 +86,8 @@ def duration(ms: int | None) -> str:
 
 
 def payload_text(payload: Any, width: int = PAYLOAD_WIDTH) -> str:
-    """A payload as compact JSON, cut to ``width`` characters."""
-    return _cut(_encode(payload).decode(), width)
+    """A payload as compact JSON (control characters escaped), cut to ``width`` characters."""
+    return _cut(escape_controls(_encode(payload).decode()), width)
 
 
 def _cut(text: str, width: int) -> str:
@@ -106,7 +118,7 @@ def _print_with_payload(
     room = max(12, c.width - sum(widths) - 3 * len(columns))  # 3 = padding and rule
     table = _table(*columns, "payload")
     for row, payload in zip(rows, payloads, strict=True):
-        table.add_row(*map(escape, row), escape(payload_text(payload, room)))
+        table.add_row(*map(cell, row), escape(payload_text(payload, room)))
     c.print(table)
 
 
@@ -121,7 +133,7 @@ def queues_table(queues: Sequence[models.Queue]) -> Callable[[Console], None]:
         table = _table("name", "dlq", "visibility", "max attempts", "retention", "order", "archive")
         for q in queues:
             table.add_row(
-                escape(q.name), escape(q.dlq or "-"), duration(q.visibility_ms),
+                cell(q.name), cell(q.dlq or "-"), duration(q.visibility_ms),
                 str(q.max_attempts), duration(q.retention_ms), q.order,
                 "yes" if q.archive else "no",
             )
@@ -162,7 +174,7 @@ def _pairs(rows: Iterable[tuple[str, str]], title: str | None = None) -> Table:
     table.add_column(style="bold")
     table.add_column(overflow="fold")
     for key, value in rows:
-        table.add_row(key, escape(value))
+        table.add_row(key, cell(value))
     return table
 
 
@@ -196,7 +208,7 @@ def messages_table(
         columns = ["id", "priority", "attempts", "enqueued", *(["last error"] if dlq else [])]
         rows = [
             [str(m.id), str(m.priority), str(m.attempts), when(m.enqueued_at),
-             *([_cut(m.last_error or "-", 40)] if dlq else [])]
+             *([_cut(escape_controls(m.last_error or "-"), 40)] if dlq else [])]
             for m in messages
         ]
         _print_with_payload(c, columns, rows, [m.payload for m in messages])
@@ -252,8 +264,9 @@ def _key_queue(key: models.ApiKey) -> str:
 
 
 def key_summary(key: models.ApiKey) -> str:
-    """``keys create``: one line naming a key by its id (never the key itself)."""
-    named = f" '{key.name}'" if key.name is not None else ""
+    """``keys create``: one line naming a key by its id (never the key itself; its name with
+    control characters escaped)."""
+    named = f" '{escape_controls(key.name)}'" if key.name is not None else ""
     return (f"API key {key.id}{named}: scopes {','.join(key.scopes)} on {_key_queue(key)}")
 
 
@@ -274,7 +287,7 @@ def keys_table(keys: Sequence[models.ApiKey]) -> Callable[[Console], None]:
         table = _table(*columns, "name")
         table.columns[0].min_width = widths[0]  # on a narrow terminal the others give way
         for row, k in zip(rows, keys, strict=True):
-            table.add_row(*map(escape, row), escape(_cut(k.name or "-", room)))
+            table.add_row(*map(cell, row), escape(_cut(escape_controls(k.name or "-"), room)))
         c.print(table)
 
     return render

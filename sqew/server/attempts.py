@@ -1,19 +1,40 @@
-"""Failed API key attempts per client address (``FailureLimit``): beyond the allowance, an
-address is answered 429 ``RateLimited`` before any key work."""
+"""Failed API key attempts (``FailureLimit``): beyond the allowance, a client (``client_of``:
+its address, an IPv6 one by /64) or a key id is answered 429 ``RateLimited`` before any key
+work."""
 
 from __future__ import annotations
 
+import functools
+import ipaddress
 from collections import OrderedDict
 
 ADDRESSES = 10_000
-"""Client addresses whose failed attempts are remembered (least recently failed go first)."""
+"""Clients (or key ids) whose failed attempts are remembered (least recently failed go
+first)."""
+
+
+@functools.lru_cache(maxsize=4096)
+def client_of(address: str) -> str:
+    """Whom a client address's failed attempts count against: the address itself; an IPv6
+    address's /64 (``2001:db8:0:1::/64``: a host is given a whole /64 and may pick any address
+    in it, so counting each alone would give it billions of allowances); an IPv4-mapped IPv6
+    address as the IPv4 address it maps."""
+    if ":" not in address:
+        return address
+    try:
+        ip = ipaddress.IPv6Address(address.split("%", 1)[0])  # without a zone index
+    except ValueError:
+        return address
+    if ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return str(ipaddress.IPv6Network((int(ip) >> 64 << 64, 64)))
 
 
 class FailureLimit:
-    """Failed attempts per client address: a leaky bucket of ``per_minute`` each.
+    """Failed attempts per client (or per key id): a leaky bucket of ``per_minute`` each.
 
-    An address may fail ``per_minute`` times at once, then once more for every ``60 /
-    per_minute`` seconds that pass. The ``ADDRESSES`` addresses that failed last are
+    A client may fail ``per_minute`` times at once, then once more for every ``60 /
+    per_minute`` seconds that pass. The ``ADDRESSES`` clients that failed last are
     remembered. 0: no limit.
     """
 
@@ -26,6 +47,10 @@ class FailureLimit:
     def _level(self, address: str, now: float) -> float:
         level, at = self._levels.get(address, (0.0, now))
         return max(0.0, level - (now - at) * self._rate)
+
+    def level(self, address: str, now: float) -> float:
+        """How many failed attempts of ``address`` are still counted (0: none lately)."""
+        return self._level(address, now)
 
     def wait(self, address: str, now: float) -> float | None:
         """Seconds ``address`` must wait before its next attempt; None: it may try now."""

@@ -1,18 +1,22 @@
 """Who is calling (``Authenticator``): an API key verified once with argon2, then cached.
 
-**Cost.** A key is verified with argon2 once (on the database threads, at most
-``VERIFICATIONS`` at a time: each takes 19 MiB and tens of ms) and then kept in a bounded LRU
+**Cost.** A key is verified with argon2 once (on the database threads, a few at a time, the
+clean ones first: ``sqew.server.verifications``) and then kept in a bounded LRU
 cache keyed by ``keys.digest(key)`` with the stored hash. A cached key older than ``CONFIRM_S``
 is re-confirmed with a primary-key read (the row must still be there with the same hash; no
 argon2), so a key revoked anywhere stops working within a second in every process; a key in
 use is re-confirmed in the background from ``REFRESH_S`` on, so that requests do not wait for
 it. Concurrent requests with the same key share one verification or confirmation.
 ``last_used_at`` is written in batches by a background task, at most once a minute per key.
-Failed attempts are counted per client address (``attempts.FailureLimit``, a leaky bucket of
-``auth_failures_per_minute``); beyond it the address is answered 429 ``RateLimited`` with
-``Retry-After`` before any key work, whatever key it sends. A key to verify counts as failed
-from the start and is taken back once valid, so an address never has more verifications under
-way than it may fail.
+
+**Failed attempts** (no key, a malformed, unknown, wrong or revoked one) are counted per
+client (``attempts.client_of``: an address, IPv6 by /64), a leaky bucket of
+``auth_failures_per_minute`` (``attempts.FailureLimit``); beyond it the client is answered 429
+``RateLimited`` before any key work, whatever key it sends. Wrong secrets for a real key id
+count per key id too: beyond the allowance, that id is answered 429 before any argon2 work
+unless the key is cached (its holders keep working here while its id is attacked). A key to
+verify counts as failed from the start, for its client and its id, and is taken back once
+valid: neither has more verifications under way than it may fail.
 """
 
 from __future__ import annotations
@@ -37,8 +41,9 @@ from sqew import errors
 from sqew.backends.base import KeyRow
 from sqew.core import keys
 from sqew.server import preflight
-from sqew.server.attempts import FailureLimit
+from sqew.server.attempts import FailureLimit, client_of
 from sqew.server.auth import Access
+from sqew.server.verifications import Verifications
 
 if TYPE_CHECKING:
     from sqew.server.runtime import Runtime
@@ -57,8 +62,6 @@ TOUCH_EVERY_S = 60.0
 """A key's ``last_used_at`` is written at most this often (per process)."""
 FLUSH_EVERY_S = 1.0
 """How often the uses to record are written."""
-VERIFICATIONS = 2
-"""argon2 verifications running at once per process (each holds 19 MiB for tens of ms)."""
 
 _AUTHORIZATION = b"authorization"
 _MISSING = "this server requires an API key: send `Authorization: Bearer <key>`"
@@ -96,8 +99,9 @@ class Authenticator:
         self._cache: OrderedDict[bytes, _Entry] = OrderedDict()
         self._once: _Once[_Entry | None] = _Once()  # per key digest
         self._once_any: _Once[bool] = _Once()
-        self._slots = asyncio.Semaphore(VERIFICATIONS)
-        self._failures = FailureLimit(s.auth_failures_per_minute)
+        self._verifications = Verifications(rt.metrics)
+        self._failures = FailureLimit(s.auth_failures_per_minute)  # per client
+        self._by_key = FailureLimit(s.auth_failures_per_minute)  # per key id (real ones)
         self._any: bool | None = None  # None: not read yet
         self._checked = -math.inf  # when _any was last read (monotonic)
         self._changes = 0  # keys minted or revoked in this process: reads begun before are stale
@@ -118,7 +122,8 @@ class Authenticator:
         """The principal of the request's key; None when keys are not enforced.
 
         Raises:
-            sqew.errors.RateLimited: too many failed attempts from the client's address.
+            sqew.errors.RateLimited: too many failed attempts from the client, or with the
+                key's id.
             sqew.errors.Unauthorized: no key, or not a valid one.
         """
         # The common cases (keys known to be enforced or not, a key confirmed recently) take
@@ -129,7 +134,7 @@ class Authenticator:
         ):
             return None
         client = scope.get("client")
-        address = client[0] if client else ""
+        address = client_of(client[0]) if client else ""
         wait = self._failures.wait(address, now)
         if wait is not None:
             raise errors.RateLimited(
@@ -137,7 +142,8 @@ class Authenticator:
                 f"{math.ceil(wait)} s", retry_after=wait,
             )
         values = [v for k, v in scope["headers"] if k == _AUTHORIZATION]
-        if not values:
+        if not values:  # counted too: anonymous floods are limited like guessing
+            self._failed(address)
             raise errors.Unauthorized(_MISSING)
         try:
             credentials = _credentials(values)
@@ -160,6 +166,7 @@ class Authenticator:
             if got is None:
                 self._failed(address)
         else:
+            self._check_key_id(key, now)
             got = await self._verified(digest, key, address, now)
         if got is None:
             raise errors.Unauthorized(_WRONG)
@@ -176,6 +183,16 @@ class Authenticator:
             return entry
         return await self._once(digest, confirm)
 
+    def _check_key_id(self, key: str, now: float) -> None:
+        """Refuse a key to verify whose id failed too often lately (whatever the client)."""
+        key_id = keys.key_id_of(key)
+        wait = None if key_id is None else self._by_key.wait(key_id, now)
+        if wait is not None:
+            raise errors.RateLimited(
+                f"too many failed attempts with API key {key_id}; retry after "
+                f"{math.ceil(wait)} s", retry_after=wait,
+            )
+
     async def _verified(self, digest: bytes, key: str, address: str, now: float
                         ) -> _Entry | None:
         """A well-formed key not in the cache, verified (None: not a valid key).
@@ -186,7 +203,7 @@ class Authenticator:
         failure was counted; so it has no more verifications under way than it may fail.
         """
         self._failures.fail(address, now)
-        got = await self._once(digest, functools.partial(self._verify, digest, key))
+        got = await self._once(digest, functools.partial(self._verify, digest, key, address))
         if got is not None:
             self._failures.forgive(address, time.monotonic())
         elif self._failures.wait(address, time.monotonic()) is not None:
@@ -203,18 +220,25 @@ class Authenticator:
         log.warning("too many failed API key attempts from %s: answering 429 for a while",
                     address or "an unknown address")
 
-    async def _verify(self, digest: bytes, key: str) -> _Entry | None:
-        """A key not in the cache: its row, then argon2 on the database threads."""
+    async def _verify(self, digest: bytes, key: str, address: str) -> _Entry | None:
+        """A key not in the cache: its row, then argon2 on the database threads (counted as
+        a failure of its key id until it proves valid)."""
         key_id = keys.key_id_of(key)
         assert key_id is not None  # _key checked the form
         row, read_at = await self._row(key_id)
         changes = self._changes
         if row is None:
             return None
-        async with self._slots:
-            ok = await self._rt.offload(functools.partial(keys.verify, row.hash, key))
-        if not ok:
+        now = time.monotonic()
+        self._check_key_id(key, now)  # again: checked and counted with no await in between
+        # The client's level holds this attempt already: more is a failure still counted.
+        suspect = (self._failures.level(address, now) > 1.0
+                   or self._by_key.level(key_id, now) > 0.0)
+        self._by_key.fail(key_id, now)
+        check = functools.partial(self._rt.offload, functools.partial(keys.verify, row.hash, key))
+        if not await self._verifications.verify(check, suspect=suspect):
             return None
+        self._by_key.forgive(key_id, time.monotonic())
         if changes != self._changes:  # revoked here meanwhile, perhaps: read the row again
             again, read_at = await self._row(key_id)
             if again is None or not hmac.compare_digest(again.hash, row.hash):

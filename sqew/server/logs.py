@@ -3,8 +3,9 @@
 **Formats** (``log_format``): ``json`` writes each record as one JSON object — ``time`` (UTC,
 ISO 8601 to the millisecond), ``level``, ``logger``, ``message``, then the record's own fields
 (``event``, ``request_id``, …, given as ``extra=``), ``pid``, and ``traceback`` for an
-exception; ``text`` writes ``time level logger: message key=value …`` for people; ``auto``
-picks text when stderr is a terminal, else JSON. The formatters are written here (about 60
+exception; ``text`` writes ``time level logger: message key=value …`` for people (control
+characters escaped, a traceback's lines indented); ``auto`` picks text when stderr is a
+terminal, else JSON. The formatters are written here (about 60
 lines) rather than taken from python-json-logger: the fields and their order are ours, and
 msgspec, already a dependency, encodes them.
 
@@ -32,6 +33,7 @@ from typing import Any
 import msgspec
 
 from sqew.config import Settings
+from sqew.escapes import escape_controls
 
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
     "message", "asctime", "taskName"}
@@ -72,18 +74,32 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
-    """A record as ``time LEVEL logger: message key=value …`` (and its traceback)."""
+    """A record as ``time LEVEL logger: message key=value …`` (and its traceback).
+
+    What a client sent can be in a record (a queue name from a URL's path, say), so the
+    message and the values have their control characters escaped (``sqew.escapes``): a
+    ``%0a`` cannot start a line that passes for a record, nor ``%1b`` drive the terminal of
+    whoever reads the log. A traceback's lines are escaped too and indented, so that every
+    line not starting with a time belongs to the record above it.
+    """
 
     def format(self, record: logging.LogRecord) -> str:
-        extra = " ".join(f"{k}={v}" for k, v in fields(record).items()
+        extra = " ".join(f"{k}={escape_controls(str(v))}" for k, v in fields(record).items()
                          if k not in _IN_MESSAGE and v is not None)
         line = (f"{timestamp(record.created)} {record.levelname:<7} {record.name}: "
-                f"{record.getMessage()}" + (f"  {extra}" if extra else ""))
+                f"{escape_controls(record.getMessage())}" + (f"  {extra}" if extra else ""))
         if record.exc_info:
-            line += "\n" + self.formatException(record.exc_info)
+            line += _indented(self.formatException(record.exc_info))
+        elif record.exc_text:
+            line += _indented(record.exc_text)
         if record.stack_info:
-            line += "\n" + self.formatStack(record.stack_info)
+            line += _indented(self.formatStack(record.stack_info))
         return line
+
+
+def _indented(text: str) -> str:
+    """The lines of a traceback under a record: each escaped and indented by two spaces."""
+    return "".join("\n  " + escape_controls(part) for part in text.split("\n"))
 
 
 def chosen_format(settings: Settings) -> str:

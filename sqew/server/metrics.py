@@ -8,7 +8,8 @@ Two kinds, rendered together at /metrics (every name is in docs/operations.md):
   database's). Read once per scrape, by the process that answers it.
 - **Counted by the process** (events, and a process's own state): HTTP requests by route
   template and status, database transactions, group-commit sizes, long polls waiting,
-  duplicates and refusals per queue: prometheus-client Counters, Gauges and Histograms in
+  duplicates and refusals per queue (labelled only with queues that exist:
+  ``sqew.server.queue_labels``): prometheus-client Counters, Gauges and Histograms in
   ``Metrics.registry`` (made with ``counter``/``gauge``/``histogram``, or directly with
   ``registry=metrics.registry``). Right in both modes:
 
@@ -22,7 +23,9 @@ Two kinds, rendered together at /metrics (every name is in docs/operations.md):
 
 The API for other modules (``rt.metrics``): ``registry`` as above; ``counter``, ``gauge``,
 ``histogram``; ``rejected(queue, reason)``, ``duplicates(queue, n)``,
-``long_poll_started/ended``; ``observer`` (the writers' hook, ``QueueService(observer=...)``).
+``long_poll_started/ended``; ``observer`` (the writers' hook, ``QueueService(observer=...)``);
+``queue_labels`` (what names label a queue: ``look_up_with``, and ``settle`` with a scrape's
+names).
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from prometheus_client.samples import Sample
 
 from sqew import models, queue_metrics
 from sqew.core.writer import WriteObserver
+from sqew.server.queue_labels import QueueLabels
 
 # Litestar appends the charset to text types itself; giving it twice would repeat it.
 CONTENT_TYPE = CONTENT_TYPE_LATEST.replace("; charset=utf-8", "")
@@ -60,8 +64,9 @@ Reason = Literal["quota", "rate_limit", "validation", "auth", "signature", "over
 REASONS: tuple[Reason, ...] = ("quota", "rate_limit", "validation", "auth", "signature",
                                "overload")
 MAX_QUEUE_LABELS = 10_000
-"""Distinct ``queue`` label values a process gives its per-queue counters; further names (a
-client naming queue after queue that does not exist) are counted under ``queue=""``."""
+"""Distinct queues a process gives labels of their own in its per-queue counters; further
+queues are counted under ``queue=""`` (names that are no queue, under ``"_unknown"``:
+``sqew.server.queue_labels``)."""
 _PARAM_TYPE = re.compile(r"\{(\w+):[^}]*\}")
 UNMATCHED = "unmatched"
 """The ``route`` label of requests that match no route."""
@@ -106,7 +111,8 @@ class Metrics:
         # of this process are among them: ``_Registry`` leaves them out).
         self._workers = None if self.multiprocess_dir is None else MultiProcessCollector(
             None, path=self.multiprocess_dir)  # type: ignore[no-untyped-call]
-        self._queue_labels: set[str] = set()
+        self.queue_labels = QueueLabels(self._count_rejected, MAX_QUEUE_LABELS)
+        """The names that label queues (``sqew.server.queue_labels``)."""
         self._request_children: dict[tuple[str, str, int], Any] = {}
         self._templates: dict[str, str] = {}
         self.observer: WriteObserver = WriteObserver()
@@ -135,8 +141,9 @@ class Metrics:
             "sqew_queue_duplicates", "Enqueued messages answered as duplicates (idempotency).",
             ("queue",))
         self._rejected = self.counter(
-            "sqew_rejected", "Requests refused, by queue (\"\" for none) and reason: quota, "
-            "rate_limit, validation, auth, signature, overload.", ("queue", "reason"))
+            "sqew_rejected", "Requests refused, by queue (\"\" for none, \"_unknown\" for a "
+            "name that is no queue) and reason: quota, rate_limit, validation, auth, signature, "
+            "overload.", ("queue", "reason"))
         self.observer = _TransactionObserver(self._transaction_seconds.observe,
                                              self._group_size.observe)
 
@@ -162,14 +169,25 @@ class Metrics:
 
     # --- counting -------------------------------------------------------------------------------
     def rejected(self, queue: str | None, reason: Reason) -> None:
-        """Count a refused request (``queue``: the queue it named, if any)."""
+        """Count a refused request (``queue``: the queue its path named, if any; one that is
+        not known to exist yet is counted once it has been looked up)."""
+        if not self.enabled:
+            return
+        label = self.queue_labels.label(queue)
+        if label is None:
+            self.queue_labels.hold(queue or "", reason)
+        else:
+            self._rejected.labels(label, reason).inc()
+
+    def _count_rejected(self, label: str, reason: str, n: int) -> None:
         if self.enabled:
-            self._rejected.labels(self._queue_label(queue), reason).inc()
+            self._rejected.labels(label, reason).inc(n)
 
     def duplicates(self, queue: str, n: int) -> None:
-        """Count ``n`` enqueued messages answered as duplicates."""
+        """Count ``n`` enqueued messages answered as duplicates (by an enqueue to ``queue``,
+        which therefore exists)."""
         if self.enabled and n:
-            self._duplicates.labels(self._queue_label(queue)).inc(n)
+            self._duplicates.labels(self.queue_labels.add(queue)).inc(n)
 
     def long_poll_started(self) -> None:
         """A long poll begins to wait (call ``long_poll_ended`` when it ends)."""
@@ -210,16 +228,6 @@ class Metrics:
         if route is None:
             route = self._templates[template] = _PARAM_TYPE.sub(r"{\1}", template)
         return route
-
-    def _queue_label(self, queue: str | None) -> str:
-        if not queue:
-            return ""
-        if queue in self._queue_labels:
-            return queue
-        if len(self._queue_labels) >= MAX_QUEUE_LABELS or len(queue) > 100:
-            return ""
-        self._queue_labels.add(queue)
-        return queue
 
     def close(self) -> None:
         """This process stops serving: its ``live`` gauges leave the workers' sums."""

@@ -100,6 +100,7 @@ class Runtime:
             self._close_tracing()
             raise
         self.background.watch(self._service.pressure)
+        self.metrics.queue_labels.look_up_with(self._queue_names)
         self._timer = asyncio.get_running_loop().create_task(self.background.run_forever())
         self.auth.start()
         log.info("ready: database open, serving requests", extra={"event": "ready"})
@@ -129,6 +130,7 @@ class Runtime:
         if self._service is not None:
             self._service.close()
             log.info("shutdown finished: database closed", extra={"event": "shutdown_finished"})
+        await self.metrics.queue_labels.close()
         self.metrics.close()
         self._close_tracing()
 
@@ -140,6 +142,10 @@ class Runtime:
             except Exception:  # an exporter that fails must not fail the shutdown
                 log.exception("exporting the last spans failed")
             self.tracing = None
+
+    async def _queue_names(self) -> list[str]:
+        """Every queue's name (which names may label the metrics' queues)."""
+        return [q.name for q in await self.service.list_queues()]
 
     # --- calls ----------------------------------------------------------------------------------
     def offload(self, fn: Callable[[], T]) -> Awaitable[T]:

@@ -9,8 +9,8 @@
   ``metrics_auth``) answer.
 - ``/metrics`` is open while keys are enforced, unless ``metrics_auth``.
 - Failed attempts per client address: beyond ``auth_failures_per_minute``, 429 ``RateLimited``
-  with ``Retry-After`` for that address, its right key included; a request without any key is
-  not an attempt.
+  with ``Retry-After`` for that address, its right key included; a request without any key
+  counts as a failed attempt too.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def sqew_cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_require_auth_with_no_key_refuses_all_but_the_open_routes(
     start_server: Start, tmp_path: Any
 ) -> None:
-    server = start_server(require_auth=True)
+    server = start_server(require_auth=True, auth_failures_per_minute=0)  # each one a 401
     opened = {"/healthz", "/readyz", "/metrics"}
     with httpx.Client(base_url=server.url, timeout=30) as http:
         for endpoint in endpoints():
@@ -128,9 +128,8 @@ def test_failed_attempts_are_rate_limited_per_address(start_server: Start, tmp_p
     server = start_server(db=str(db), auth_failures_per_minute=3)
     wrong = bearer(key[:-43] + "A" * 43)  # a real id, another secret: argon2 runs
     with httpx.Client(base_url=server.url, timeout=30) as http:
-        for _ in range(5):  # no key at all is no attempt
-            envelope(http.get("/queues"), 401, "Unauthorized")
-        for _ in range(3):
+        envelope(http.get("/queues"), 401, "Unauthorized")  # no key at all is an attempt too
+        for _ in range(2):
             envelope(http.get("/queues", headers=wrong), 401, "Unauthorized")
         limited = http.get("/queues", headers=wrong)
         envelope(limited, 429, "RateLimited")
@@ -138,6 +137,21 @@ def test_failed_attempts_are_rate_limited_per_address(start_server: Start, tmp_p
         # the address is limited, whatever it sends: its right key too
         envelope(http.get("/queues", headers=bearer(key)), 429, "RateLimited")
         assert http.get("/healthz").status_code == 200  # open routes need no key work
+        envelope(http.get("/queues/jobs/stats"), 429, "RateLimited")  # no key: limited too
+
+
+def test_requests_without_a_key_use_up_the_addresss_allowance(
+    start_server: Start, tmp_path: Any
+) -> None:
+    """Anonymous clients are limited like guessing ones: a flood of keyless requests costs
+    the server one 401 per allowed attempt, then 429s before any other work."""
+    db = tmp_path / "anon.db"
+    key = mint(db, "admin").key
+    server = start_server(db=str(db), auth_failures_per_minute=3)
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        statuses = [http.get(f"/queues/q{i}/stats").status_code for i in range(10)]
+        assert statuses == [401] * 3 + [429] * 7, statuses
+        envelope(http.get("/queues", headers=bearer(key)), 429, "RateLimited")
 
 
 def test_concurrent_wrong_keys_of_one_address_are_limited_like_sequential_ones(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import pty
 import re
@@ -208,6 +209,44 @@ def test_text_format_and_the_default_on_a_terminal(tmp_path: Path) -> None:
     # With no --log-format, a terminal gets text (a pseudo-terminal as stderr here).
     first = _stderr_on_a_terminal(tmp_path / "tty.db")
     assert " INFO " in first and "starting sqew" in first and not first.startswith("{"), first
+
+
+def test_text_logs_escape_what_clients_send(tmp_path: Path) -> None:
+    """A URL with ``%0a`` cannot forge a log line, nor ``%1b`` drive the operator's terminal:
+    control characters of the text format's values are escaped (JSON escapes its own)."""
+    forged = "2099-01-01T00:00:00.000Z INFO    sqew.server: forged"
+    with serve(tmp_path / "x.db", "--log-format", "text", "--access-log") as server:
+        with httpx.Client(base_url=server.url, timeout=30) as http:
+            for path in ("/queues/a%0a2099-01-01T00:00:00.000Z%20INFO%20%20%20%20sqew.server:"
+                         "%20forged/stats", "/queues/b%1b%5b2J%1b%5d0;t%07%c2%9b%e2%80%ae/stats"):
+                assert http.get(path).status_code == 404
+        assert server.stop() == 0
+        text = server.stderr()
+    lines = text.splitlines()
+    stamp = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z ")
+    assert all(stamp.match(line) for line in lines), lines
+    assert not [line for line in lines if line.startswith(forged)], lines
+    for char in ("\x1b", "\x07", "\x9b", "\u202e"):
+        assert char not in text, (char, text)
+    assert "queue=a\\n2099-01-01" in text, text
+    assert "queue=b\\x1b[2J\\x1b]0;t\\x07\\x9b\\u202e" in text, text
+
+
+def test_a_traceback_in_text_logs_cannot_pass_for_records() -> None:
+    """Every line after a record's first is indented, its control characters escaped: an
+    exception's message holding a newline and a made-up record stays inside the record."""
+    from sqew.server.logs import TextFormatter
+
+    try:
+        raise ValueError("bad\n2099-01-01T00:00:00.000Z INFO    sqew.server: forged\x1b[2J")
+    except ValueError:
+        import sys
+        record = logging.LogRecord("sqew.server", logging.ERROR, __file__, 1,
+                                   "failed on %s", ("q\x1b[2J",), sys.exc_info())
+    lines = TextFormatter().format(record).split("\n")
+    assert lines[0].endswith("failed on q\\x1b[2J"), lines
+    assert all(line.startswith("  ") for line in lines[1:]), lines
+    assert "\x1b" not in "\n".join(lines)
 
 
 def _stderr_on_a_terminal(db: Path) -> str:

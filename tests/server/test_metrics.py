@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
-from auth_support import bearer, mint
+from auth_support import bearer, create_queue, mint
 from metrics_support import Samples, labels_of, parse, value
 from targets import ServerThread
 
@@ -112,20 +112,53 @@ def test_rejections_are_counted_by_queue_and_reason(start_server: Start) -> None
 def test_auth_refusals_are_counted_as_auth(start_server: Start, tmp_path: Any) -> None:
     db = tmp_path / "auth.db"
     produce = mint(db, "produce").key
+    create_queue(db, "orders")
     server = start_server(db=str(db), auth_failures_per_minute=0)  # /metrics stays open
     with httpx.Client(base_url=server.url, timeout=30) as http:
         envelope(http.get("/queues/orders/stats"), 401, "Unauthorized")
         envelope(http.post("/queues/orders/poll", headers=bearer(produce)), 403, "Forbidden")
         envelope(http.get("/queues", headers=bearer("sqew_nokey_wrong")), 401, "Unauthorized")
+        envelope(http.get("/queues/no-such-queue/peek"), 401, "Unauthorized")
         samples = scrape(http)
     assert value(samples, "sqew_rejected_total", queue="orders", reason="auth") == 2
     assert value(samples, "sqew_rejected_total", queue="", reason="auth") == 1
+    assert value(samples, "sqew_rejected_total", queue="_unknown", reason="auth") == 1
     assert labels_of(samples, "sqew_rejected_total", "reason") == {"auth"}
     # refused before the handler ran, still counted by route and status
     assert value(samples, "sqew_http_requests_total", method="GET",
                  route="/queues/{q}/stats", status="401") == 1
     assert value(samples, "sqew_http_requests_total", method="POST",
                  route="/queues/{q}/poll", status="403") == 1
+
+
+def test_anonymous_requests_for_made_up_queues_never_become_labels(
+    start_server: Start, tmp_path: Any
+) -> None:
+    """A queue label is a queue that exists: refusals naming any other queue are counted
+    under ``queue="_unknown"``, so made-up names cannot grow /metrics or use up the labels
+    that real queues need."""
+    db = tmp_path / "flood.db"
+    mint(db, "admin")
+    create_queue(db, "jobs")
+    server = start_server(db=str(db), auth_failures_per_minute=0)  # every one a 401
+    made_up = 300
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        for i in range(made_up):
+            envelope(http.post(f"/queues/made-up-{i}/messages", json={"payload": 1}), 401,
+                     "Unauthorized")
+        envelope(http.post("/queues/jobs/messages", json={"payload": 1}), 401, "Unauthorized")
+        envelope(http.get("/queues/jobs.dlq/stats"), 401, "Unauthorized")
+        samples = scrape(http)
+        assert labels_of(samples, "sqew_rejected_total", "queue") == {
+            "_unknown", "jobs", "jobs.dlq"}
+        assert value(samples, "sqew_rejected_total", queue="_unknown", reason="auth") == made_up
+        assert value(samples, "sqew_rejected_total", queue="jobs", reason="auth") == 1
+        # known from now on: counted under its name at once
+        envelope(http.post("/queues/jobs/messages", json={"payload": 2}), 401, "Unauthorized")
+        samples = scrape(http)
+    assert value(samples, "sqew_rejected_total", queue="jobs", reason="auth") == 2
+    assert not any("made-up" in name for name in labels_of(samples, "sqew_rejected_total",
+                                                           "queue"))
 
 
 def test_long_polls_waiting_and_overload(start_server: Start) -> None:

@@ -27,6 +27,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 import sqew
 from sqew import errors, telemetry
 from sqew.cli import export
+from sqew.core import signing
 from tests.server.support import envelope
 from tests.targets import ServerThread, server_settings
 
@@ -408,6 +409,48 @@ def test_a_tracestate_header_is_one_list_dropped_when_invalid_and_cut_to_fit(
     for i, (_, kept) in enumerate(cases):
         assert by_case[i]["traceparent"] == OTHER
         assert by_case[i].get("tracestate") == kept, (i, by_case[i])
+
+
+SECRET = "an-hmac-secret-of-more-than-16-bytes"
+
+
+def test_a_signed_request_replayed_with_a_traceparent_header_stores_no_context(
+    traced: Traced
+) -> None:
+    """The signature covers the body, not the headers: on a signed request the trace context
+    headers are not stored (a message's own ``traceparent`` field, inside the signed body,
+    is). Replaying a captured signed request with an added header changes nothing stored."""
+    q = f"s{uuid.uuid4().hex[:12]}"
+    assert httpx.post(f"{traced.url}/queues", json={"name": q, "hmac_secret": SECRET}
+                      ).status_code == 201
+    mine = "00-11111111111111111111111111111111-2222222222222222-01"
+    for body in (b'{"payload": "captured"}',
+                 b'{"messages": [{"payload": "b1"}, {"payload": "b2", "traceparent": "'
+                 + mine.encode() + b'"}]}'):
+        signature = signing.header(SECRET, body)
+        r = httpx.post(f"{traced.url}/queues/{q}/messages", content=body, headers={
+            "content-type": "application/json", signing.HEADER: signature,
+            "traceparent": OTHER, "tracestate": "attacker=1"})
+        assert r.status_code == 201, r.text
+    got = httpx.post(f"{traced.url}/queues/{q}/poll", params={"batch": 10}).json()["messages"]
+    by_payload = {m["payload"]: m for m in got}
+    assert set(by_payload) == {"captured", "b1", "b2"}
+    for payload in ("captured", "b1"):
+        assert "traceparent" not in by_payload[payload], by_payload[payload]
+        assert "tracestate" not in by_payload[payload], by_payload[payload]
+    assert by_payload["b2"]["traceparent"] == mine  # signed, in the body
+
+
+def test_a_signing_client_inside_a_span_stores_its_trace_context(traced: Traced) -> None:
+    """``Client(url, hmac_secret=)`` puts the span's context in each message's body, which
+    the signature covers: signed and traced enqueues work together."""
+    q = f"s{uuid.uuid4().hex[:12]}"
+    with sqew.Client(traced.url, hmac_secret=SECRET) as client:
+        client.create_queue(q, hmac_secret=SECRET)
+        producer = produce(client, traced.tracer, q)
+        got = client.poll(q, batch=10)
+    assert [m.traceparent for m in got] == [producer, producer, OTHER]
+    assert all(sqew.verify_signature(m, SECRET) for m in got)
 
 
 def test_a_client_refuses_a_malformed_traceparent_alike_locally(tmp_path: Path) -> None:

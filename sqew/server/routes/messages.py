@@ -48,14 +48,18 @@ SignatureHeader = Annotated[
         schema_extra={"pattern": r"^t=[0-9]+(,v1=[0-9a-f]{64})+" + models.END_OF_TEXT}),
 ]
 # Read by the handler from the raw headers (``telemetry.request_context``), as W3C says: an invalid
-# traceparent is ignored (and its tracestate with it), never refused.
+# traceparent is ignored (and its tracestate with it), never refused. A signature covers the
+# body only, so on a signed request these headers are not stored: anyone replaying a captured
+# request could add them. Signed producers put trace context in the body's fields.
 TraceparentHeader = Annotated[
     str | None,
     HeaderParameter(name="traceparent", description=(
         "W3C Trace Context of the producer: stored with the message (each message of a batch "
         "without a traceparent of its own) and returned on its leased message; the request's "
         "span continues this trace. An invalid traceparent is ignored (W3C); a later version's "
-        "first four fields are read, stored as version 00")),
+        "first four fields are read, stored as version 00. Not stored on a request with an "
+        "X-Sqew-Signature (the signature does not cover headers): give the message a "
+        "traceparent field instead")),
 ]
 TracestateHeader = Annotated[
     str | None,
@@ -90,7 +94,9 @@ async def enqueue(
     On a queue with an ``hmac_secret`` the request must carry a valid ``X-Sqew-Signature``
     over its exact body (a batch is signed as one body), else 401 ``InvalidSignature``.
     A valid ``traceparent`` header (and ``tracestate``) is stored with each message that has
-    no ``traceparent`` field of its own; an invalid one is ignored (``telemetry.request_context``).
+    no ``traceparent`` field of its own; an invalid one is ignored (``telemetry.request_context``),
+    and so is any on a signed request (``X-Sqew-Signature``): the signature covers the body,
+    not the headers.
     """
     rt = runtime(request)
     body = await wire.read_body(request, rt.settings.max_body_bytes)
@@ -98,7 +104,8 @@ async def enqueue(
     proof = signing.Proof(None if x_sqew_signature is None else _signature(request), body)
     if idempotency_key is not None:
         idempotency_key = _idempotency_key(request)
-    context = None if traceparent is None else telemetry.request_context(request.scope["headers"])
+    context = None if traceparent is None or x_sqew_signature is not None else (
+        telemetry.request_context(request.scope["headers"]))
     if _MESSAGES.match(body):
         if idempotency_key is not None:
             raise errors.ValidationError(

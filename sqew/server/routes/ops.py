@@ -52,13 +52,16 @@ async def readyz(request: Req) -> models.Readiness:
 async def metrics(request: Req) -> Response[bytes]:
     """Metrics in the Prometheus text format (docs/operations.md)."""
     rt = runtime(request)
+    queues: list[models.Stats] | None
     try:
-        queues: list[models.Stats] | None = list(await rt.service.all_stats())
+        queues = list(await rt.service.all_stats())
     except errors.Unavailable as exc:
         # The process's own metrics (requests, refusals, the reaper) matter most during an
         # outage: they are still served, and the queues' are marked missing.
         log.warning("metrics without the queues' figures: %s", exc.message)
         queues = None
+    else:  # every queue's name: refusals held until their queue was known are counted now
+        rt.metrics.queue_labels.settle(s.queue for s in queues)
     # Rendering thousands of samples takes milliseconds: on a thread, not on the loop.
     body = await rt.offload(lambda: rt.metrics.render(queues))
     return Response(content=body, media_type=CONTENT_TYPE)
