@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
+import stat
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from typing import IO, Annotated, Any
 
@@ -218,8 +221,21 @@ def export(ctx: typer.Context, name: Name, source: Source = "queue", out: Out = 
         raise typer.BadParameter("must be one of queue, dlq, archive", param_hint="'--source'")
     state = current(ctx)
     state.client.scan(name, source=source, limit=1)  # a missing queue fails before --out exists
-    with _open_out(out) as stream, export_ndjson.progress(name) as advance:
-        n = export_ndjson.write(state.client, name, source, stream, advance)
+    written = [0]
+
+    def counted(n: int) -> None:
+        written[0] += n
+        if shown is not None:
+            shown(n)
+
+    try:
+        with _open_out(out) as stream, export_ndjson.progress(name) as shown:
+            n = export_ndjson.write(state.client, name, source, stream, counted)
+    except BaseException:  # interrupted (Ctrl-C, SIGTERM) or failed: say how far it got
+        done = f"export stopped after {output.plural(written[0], 'message')}"
+        print(f"{done}: stdout holds only those" if out == "-" else
+              f"{done}: '{out}' was not written (run the export again)", file=sys.stderr)
+        raise
     summary = {"exported": n}
     if state.json and out != "-":
         output.write_json(summary)
@@ -233,14 +249,42 @@ def export(ctx: typer.Context, name: Name, source: Source = "queue", out: Out = 
 
 @contextlib.contextmanager
 def _open_out(out: str) -> Iterator[IO[bytes]]:
-    """The byte stream to write to ('-' = stdout); a file is replaced."""
+    """The byte stream to write to ('-' = stdout).
+
+    A file is written under a temporary name in its directory and renamed over ``out`` only
+    when the block ends normally (flushed and synced first): an interrupted or failed export
+    leaves no partial file that a later replay would take for the whole queue, and an
+    existing ``out`` is left as it was. The file gets the mode ``open`` would give it.
+    """
     if out == "-":
         yield sys.stdout.buffer
         return
+    target = os.path.abspath(out)
     try:
-        stream = open(out, "wb")  # noqa: SIM115 - closed below, after the export
+        fd, spare = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.",
+                                     suffix=".partial", dir=os.path.dirname(target))
     except OSError as exc:
         raise typer.BadParameter(f"cannot write '{out}': {exc.strerror or exc}",
                                  param_hint="'--out'") from None
-    with stream:
-        yield stream
+    try:
+        with os.fdopen(fd, "wb") as stream:
+            yield stream
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.chmod(spare, _mode_of(target))
+        os.replace(spare, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(spare)
+        raise
+
+
+def _mode_of(path: str) -> int:
+    """The mode a file written at ``path`` gets: its own if it exists, else what ``open``
+    makes under the umask."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask

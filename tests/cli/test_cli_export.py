@@ -4,9 +4,14 @@ export → import round-trips; on a database file and over a server (the ``sqew`
 from __future__ import annotations
 
 import json
+import re
+import signal
+import subprocess
+import time
 from typing import Any
 
 import msgspec
+from cli_support import sqew_binary
 
 import sqew as sqew_lib
 
@@ -167,3 +172,31 @@ def test_replaying_a_dlq_of_keyed_messages_into_its_queue_delivers_them_once(
         assert not {m.id for m in replayed} & set(sent)
         # the producers' own keys still deduplicate their retries
         assert client.enqueue(q, {"order": 0}, idempotency_key="order-0").duplicate
+
+
+def test_an_interrupted_export_leaves_no_file_and_says_how_far_it_got(tmp_path) -> None:
+    db, out = tmp_path / "big.db", tmp_path / "out.ndjson"
+    out.write_text("the previous export\n")
+    with sqew_lib.Client(str(db)) as client:
+        client.create_queue("q")
+        for _ in range(40):
+            client.enqueue_batch("q", [{"payload": {"n": i}} for i in range(1000)])
+    proc = subprocess.Popen(
+        [sqew_binary(), "--db", str(db), "queue", "export", "--name", "q", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not any(p.stat().st_size for p in tmp_path.glob(".out.ndjson.*.partial")):
+            assert proc.poll() is None, "the export ended before it could be interrupted"
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130
+    (line,) = err.splitlines()
+    assert re.fullmatch(rf"export stopped after \d+ messages: '{re.escape(str(out))}' was not "
+                        r"written \(run the export again\)", line), line
+    assert out.read_text() == "the previous export\n"
+    assert not list(tmp_path.glob("*.partial"))
