@@ -259,7 +259,9 @@ OriginQueue = Annotated[
 ]
 
 
-class Message(Struct, kw_only=True):
+# dict=True: a client keeps the payload's text as sent beside the decoded ``payload``, in an
+# attribute that is not a field: never encoded (sqew.payloads).
+class Message(Struct, kw_only=True, dict=True):
     """A stored message. ``payload`` is the decoded JSON value (raw JSON on the server side)."""
 
     id: int
@@ -279,10 +281,7 @@ class Message(Struct, kw_only=True):
         "The producer's W3C tracestate (only when it sent one)"))] | UnsetType = UNSET
 
 
-# dict=True: a client keeps the payload's text as stored (what ``signature`` covers) beside the
-# decoded ``payload``, for sqew.verify_signature, in an attribute that is not a field: never
-# encoded (sqew.core.signing.keep_payload_text).
-class LeasedMessage(Message, kw_only=True, dict=True):
+class LeasedMessage(Message, kw_only=True):
     """A message leased by a poll: ``token`` acks or nacks it until ``lease_expires_at``."""
 
     token: str

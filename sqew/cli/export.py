@@ -22,7 +22,7 @@ from typing import IO, Any
 
 import msgspec
 
-from sqew import models
+from sqew import models, payloads
 from sqew.client.base import Client
 
 _encode = msgspec.json.Encoder().encode
@@ -43,7 +43,8 @@ def envelope(m: models.ScannedMessage, now: int, source: str = "queue") -> dict[
     duplicate; it gets a key of its own instead (``REPLAY_KEY``), so that replaying the same
     export twice still delivers it once.
     """
-    out: dict[str, Any] = {"payload": m.payload, "priority": m.priority}
+    out: dict[str, Any] = {"payload": msgspec.Raw(payloads.text_of(m).encode()),
+                           "priority": m.priority}
     if m.attributes:
         out["attributes"] = m.attributes
     if source != "queue":

@@ -14,7 +14,7 @@ from sqew import errors, models
 from sqew.cli import bulk, output, params
 from sqew.cli import errors as cli_errors
 from sqew.cli.state import State, current
-from sqew.client.arguments import as_sent, message_in
+from sqew.client.arguments import message_in
 
 app = typer.Typer(help="Enqueue, lease, settle and inspect messages.", no_args_is_help=True)
 
@@ -214,8 +214,7 @@ def poll(
 
 def _poll(state: State, queue: str, batch: int, wait_ms: int, visibility_ms: int | None) -> None:
     got = state.client.poll(queue, batch=batch, wait_ms=wait_ms, visibility_ms=visibility_ms)
-    shown = models.LeasedMessageList(as_sent(got)) if state.json else None
-    output.emit(state.json, shown, output.leased_table(got))
+    output.emit(state.json, models.LeasedMessageList(got), output.leased_table(got))
 
 
 @app.command("ack")

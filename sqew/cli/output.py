@@ -1,7 +1,8 @@
 """Rendering: a result as the REST API's JSON (``--json``) or as Rich tables and short lines.
 
 The JSON is ``msgspec.json.encode`` of the same wire models the REST server returns, so local
-and remote output match byte for byte in shape (UNSET fields are omitted, as on the wire).
+and remote output match byte for byte in shape (UNSET fields are omitted, as on the wire), and
+a message's payload is the text its producer sent (``sqew.payloads``), never re-encoded.
 The human forms show user data (payloads, errors, attributes, names) with its control
 characters escaped (``sqew.escapes``): what a producer or a consumer wrote cannot move the
 cursor, clear the screen or forge a line of the terminal that shows it. ``--json`` stays
@@ -21,7 +22,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from sqew import models, queue_settings
+from sqew import models, payloads, queue_settings
 from sqew.escapes import escape_controls
 
 PAYLOAD_WIDTH = 60  # characters of a payload shown in a table cell
@@ -37,8 +38,20 @@ def console() -> Console:
 def write_json(value: Any) -> None:
     """Print one JSON document (a wire model or plain data) on its own line of stdout."""
     out = sys.stdout.buffer
-    out.write(_encode(value) + b"\n")
+    out.write(_encode(_as_sent(value)) + b"\n")
     out.flush()
+
+
+def _as_sent(value: Any) -> Any:
+    """``value`` with its messages' payloads as sent (a message, or a model that holds a
+    list of them under ``messages``)."""
+    if isinstance(value, models.Message):
+        return payloads.as_sent([value])[0]
+    held = getattr(value, "messages", None)
+    if isinstance(value, msgspec.Struct) and isinstance(held, list) and held \
+            and isinstance(held[0], models.Message):
+        return msgspec.structs.replace(value, messages=payloads.as_sent(held))  # type: ignore[call-arg]
+    return value
 
 
 def emit(as_json: bool, value: Any, human: Callable[[Console], None]) -> None:
@@ -85,9 +98,10 @@ def duration(ms: int | None) -> str:
     return f"{ms}ms" if ms < 1000 else f"{ms / 1000:g}s"
 
 
-def payload_text(payload: Any, width: int = PAYLOAD_WIDTH) -> str:
-    """A payload as compact JSON (control characters escaped), cut to ``width`` characters."""
-    return _cut(escape_controls(_encode(payload).decode()), width)
+def payload_text(message: models.Message, width: int = PAYLOAD_WIDTH) -> str:
+    """A message's payload as sent (control characters, line breaks among them, escaped),
+    cut to ``width`` characters."""
+    return _cut(escape_controls(payloads.text_of(message)), width)
 
 
 def _cut(text: str, width: int) -> str:
@@ -107,7 +121,8 @@ def _table(*columns: str) -> Table:
 
 
 def _print_with_payload(
-    c: Console, columns: Sequence[str], rows: Sequence[Sequence[str]], payloads: Sequence[Any]
+    c: Console, columns: Sequence[str], rows: Sequence[Sequence[str]],
+    messages: Sequence[models.Message],
 ) -> None:
     """A table of ``rows`` plus a last payload column cut to the width left on the console.
 
@@ -117,8 +132,8 @@ def _print_with_payload(
     widths = [max([len(col), *(len(r[i]) for r in rows)]) for i, col in enumerate(columns)]
     room = max(12, c.width - sum(widths) - 3 * len(columns))  # 3 = padding and rule
     table = _table(*columns, "payload")
-    for row, payload in zip(rows, payloads, strict=True):
-        table.add_row(*map(cell, row), escape(payload_text(payload, room)))
+    for row, message in zip(rows, messages, strict=True):
+        table.add_row(*map(cell, row), escape(payload_text(message, room)))
     c.print(table)
 
 
@@ -211,7 +226,7 @@ def messages_table(
              *([_cut(escape_controls(m.last_error or "-"), 40)] if dlq else [])]
             for m in messages
         ]
-        _print_with_payload(c, columns, rows, [m.payload for m in messages])
+        _print_with_payload(c, columns, rows, messages)
 
     return render
 
@@ -225,8 +240,7 @@ def leased_table(messages: Sequence[models.LeasedMessage]) -> Callable[[Console]
             return
         rows = [[f"{m.id}:{m.token}", str(m.attempts), clock(m.lease_expires_at)]
                 for m in messages]
-        _print_with_payload(c, ["id:token", "attempts", "lease until"], rows,
-                            [m.payload for m in messages])
+        _print_with_payload(c, ["id:token", "attempts", "lease until"], rows, messages)
 
     return render
 
@@ -241,7 +255,7 @@ def message_detail(m: models.Message) -> Callable[[Console], None]:
             ("available_at", when(m.available_at)), ("expires_at", when(m.expires_at)),
             ("last_error", m.last_error or "-"),
             ("attributes", _encode(m.attributes).decode() if m.attributes else "-"),
-            ("payload", _encode(m.payload).decode()),
+            ("payload", payloads.text_of(m)),
         ]
         c.print(_pairs(rows))
 

@@ -15,7 +15,6 @@ import msgspec
 
 from sqew import errors, jsonlimits, models, telemetry
 from sqew.client.validation import validation_error
-from sqew.core import signing
 
 
 def message_in(
@@ -185,12 +184,3 @@ def convert(obj: Any, type_: type[Any]) -> Any:
 
 
 _encode = msgspec.json.Encoder().encode
-
-
-def as_sent(messages: Iterable[models.LeasedMessage]) -> list[models.LeasedMessage]:
-    """Leased messages with each payload as the producer sent it (the text its ``signature``
-    covers), not re-encoded: what the REST API's poll answer shows, for ``--json``."""
-    return [
-        msgspec.structs.replace(m, payload=msgspec.Raw(signing.payload_text(m).encode()))
-        for m in messages
-    ]

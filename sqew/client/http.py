@@ -17,7 +17,7 @@ from urllib.parse import quote
 import httpx
 import msgspec
 
-from sqew import __version__, errors, jsonlimits, models, telemetry
+from sqew import __version__, errors, jsonlimits, models, payloads, telemetry
 from sqew.client import tls
 from sqew.client.arguments import convert, key_create, key_id, message_in, messages_in
 from sqew.client.base import Client
@@ -30,11 +30,13 @@ _ENVELOPE = msgspec.json.Decoder(dict[str, Any])
 
 
 class _RawPayload(msgspec.Struct):
+    """A message read again for its payload's exact text (the other fields ignored)."""
+
     payload: msgspec.Raw
 
 
 class _RawPayloads(msgspec.Struct):
-    """A poll's answer read again for the payloads' exact text (the other fields ignored)."""
+    """An answer of messages read again for the payloads' exact text."""
 
     messages: list[_RawPayload]
 
@@ -149,6 +151,21 @@ class HttpClient(Client):
                 f"unexpected response from {self.base_url}{path}: {exc}"
             ) from exc
 
+    def _messages(self, type_: type[T], response: httpx.Response, path: str) -> T:
+        """An answer of messages (one message, or a list under ``messages``) decoded, each
+        message keeping its payload's text as sent (``sqew.payloads``), which decoding loses:
+        the answer is read a second time for it."""
+        value = self._decode(type_, response, path)
+        if isinstance(value, models.Message):
+            messages: list[Any] = [value]
+            raws = [self._decode(_RawPayload, response, path)]
+        else:
+            messages = value.messages  # type: ignore[attr-defined]
+            raws = list(self._decode(_RawPayloads, response, path).messages)
+        for m, raw in zip(messages, raws, strict=True):
+            payloads.keep_text(m, bytes(raw.payload).decode())
+        return value
+
     @staticmethod
     def _q(name: str) -> str:
         """``name`` as one segment of a URL path.
@@ -215,14 +232,7 @@ class HttpClient(Client):
         waited = max(0, wait_ms) / 1000 if isinstance(wait_ms, int) else 0
         path = f"/queues/{self._q(queue)}/poll"
         response = self._request("POST", path, params=params, timeout=self.timeout + waited)
-        messages = self._decode(models.LeasedMessageList, response, path).messages
-        if any(m.signature is not msgspec.UNSET for m in messages):
-            # The signature covers the payload's text as stored, which decoding loses: keep it
-            # (the server sends it as stored) for sqew.verify_signature.
-            raws = self._decode(_RawPayloads, response, path).messages
-            for m, raw in zip(messages, raws, strict=True):
-                signing.keep_payload_text(m, bytes(raw.payload).decode())
-        return messages
+        return self._messages(models.LeasedMessageList, response, path).messages
 
     def ack(self, queue: str, id: int, token: str) -> models.ItemResult:
         body = {"id": id, "token": token}
@@ -258,11 +268,13 @@ class HttpClient(Client):
         return self._call(models.Stats, "GET", f"/queues/{self._q(queue)}/stats")
 
     def peek(self, queue: str, *, limit: int = 10) -> list[models.Message]:
-        return self._call(models.MessageList, "GET", f"/queues/{self._q(queue)}/peek",
-                          params={"limit": limit}).messages
+        path = f"/queues/{self._q(queue)}/peek"
+        response = self._request("GET", path, params={"limit": limit})
+        return self._messages(models.MessageList, response, path).messages
 
     def get_message(self, queue: str, id: int) -> models.Message:
-        return self._call(models.Message, "GET", f"/queues/{self._q(queue)}/messages/{id}")
+        path = f"/queues/{self._q(queue)}/messages/{id}"
+        return self._messages(models.Message, self._request("GET", path), path)
 
     def remove_message(self, queue: str, id: int) -> None:
         self._request("DELETE", f"/queues/{self._q(queue)}/messages/{id}")
@@ -273,16 +285,18 @@ class HttpClient(Client):
     def dlq_list(
         self, queue: str, *, limit: int = 100, after_id: int | None = None
     ) -> list[models.Message]:
-        return self._call(models.MessageList, "GET", f"/queues/{self._q(queue)}/dlq",
-                          params={"limit": limit, "after_id": after_id}).messages
+        path = f"/queues/{self._q(queue)}/dlq"
+        response = self._request("GET", path, params={"limit": limit, "after_id": after_id})
+        return self._messages(models.MessageList, response, path).messages
 
     def scan(
         self, queue: str, *, source: str = "queue", after_id: int | None = None,
         max_id: int | None = None, limit: int = 100,
     ) -> models.ScanPage:
-        return self._call(models.ScanPage, "GET", f"/queues/{self._q(queue)}/messages",
-                          params={"source": source, "after_id": after_id, "max_id": max_id,
-                                  "limit": limit})
+        path = f"/queues/{self._q(queue)}/messages"
+        response = self._request("GET", path, params={
+            "source": source, "after_id": after_id, "max_id": max_id, "limit": limit})
+        return self._messages(models.ScanPage, response, path)
 
     def dlq_requeue(
         self, queue: str, ids: Iterable[int] | None = None

@@ -10,11 +10,10 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from sqew import errors, models
+from sqew import errors, models, payloads
 from sqew.backends import open_backend
 from sqew.client.arguments import convert, key_create, key_id, message_in, messages_in
 from sqew.client.base import Client
-from sqew.core import signing
 from sqew.core.clock import Clock
 from sqew.core.rules import check_range
 from sqew.core.service import QueueService
@@ -25,11 +24,11 @@ M = TypeVar("M", bound=models.Message)
 
 
 def _decoded(messages: list[M]) -> list[M]:
+    """The messages with their payloads decoded, each keeping its text as sent
+    (``sqew.payloads``: what ``--json``, exports and signatures show)."""
     for m in messages:
         if isinstance(m.payload, msgspec.Raw):
-            if isinstance(m, models.LeasedMessage) and m.signature is not msgspec.UNSET:
-                # what the signature covers, for sqew.verify_signature
-                signing.keep_payload_text(m, bytes(m.payload).decode())
+            payloads.keep_text(m, bytes(m.payload).decode())
             m.payload = _decode(m.payload)
     return messages
 

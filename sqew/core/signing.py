@@ -25,9 +25,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-import msgspec
-
-from sqew import errors
+from sqew import errors, payloads
 
 HEADER = "X-Sqew-Signature"
 """The request header of a signed enqueue."""
@@ -39,8 +37,6 @@ MAX_SIGNATURES = 8
 _FORMAT = "t=<unix seconds>,v1=<64 lowercase hex digits>"
 _T = re.compile(r"t=(0|[1-9][0-9]{0,11})")  # up to year ~33658: a bounded int() always
 _V1 = re.compile(r"v1=([0-9a-f]{64})")
-_PAYLOAD_TEXT = "_sqew_payload_text"
-"""Where a client keeps a leased message's payload as received (the signed text)."""
 
 
 class Proof(NamedTuple):
@@ -161,35 +157,14 @@ def verify_signature(message: Any, secret: str) -> bool:
     """
     if isinstance(message, Mapping):  # a leased message as JSON, decoded (a dict)
         signature = message.get("signature")
-        text = _compact(message.get("payload"))
+        text = payloads.compact(message.get("payload"))
     else:
         signature = getattr(message, "signature", None)
-        text = payload_text(message)
+        text = payloads.text_of(message)
     if not isinstance(signature, str):
         return False
     expected = sign(secret, text)
     return hmac.compare_digest(expected.encode(), signature.encode())
-
-
-def payload_text(message: Any) -> str:
-    """The JSON text of a message's payload as stored (see ``verify_signature``)."""
-    kept = getattr(message, "__dict__", {}).get(_PAYLOAD_TEXT)
-    if isinstance(kept, str):
-        return kept
-    return _compact(message.payload)
-
-
-def _compact(payload: Any) -> str:
-    """A payload's JSON text: raw text as it is, a decoded value encoded compactly."""
-    if isinstance(payload, msgspec.Raw):
-        return bytes(payload).decode()
-    return msgspec.json.encode(payload).decode()
-
-
-def keep_payload_text(message: Any, text: str) -> None:
-    """Keep ``text`` as ``message``'s payload as received, beside its decoded ``payload``
-    (a client does, for ``verify_signature``; it is not a field: never on the wire)."""
-    message.__dict__[_PAYLOAD_TEXT] = text
 
 
 def _invalid(reason: str, message: str) -> errors.InvalidSignature:

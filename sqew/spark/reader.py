@@ -11,11 +11,10 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Sequence
 
-import msgspec
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from sqew import models
+from sqew import models, payloads
 from sqew.client.base import Client
 from sqew.spark.options import SourceOptions
 from sqew.spark.schema import ARROW_ATTRIBUTES, ARROW_SCHEMA
@@ -23,8 +22,6 @@ from sqew.spark.schema import ARROW_ATTRIBUTES, ARROW_SCHEMA
 PAGE = 1000  # the scan's largest page (SPEC §2, limit 1 to 1000)
 ROWS_PER_PARTITION = 100_000  # ids per partition when numPartitions is not given
 MAX_AUTO_PARTITIONS = 64
-
-_encode = msgspec.json.encode
 
 
 def _scan(client: Client, options: SourceOptions, after_id: int, max_id: int | None,
@@ -72,7 +69,7 @@ def message_batch(messages: Sequence[models.ScannedMessage]) -> pa.RecordBatch:
         pa.array([m.id for m in messages], pa.int64()),
         pa.array([m.queue for m in messages], pa.string()),
         pa.array([m.state for m in messages], pa.string()),
-        pa.array([_encode(m.payload).decode() for m in messages], pa.string()),
+        pa.array([payloads.text_of(m) for m in messages], pa.string()),
         pa.array([m.priority for m in messages], pa.int32()),
         pa.array([None if m.attributes is None else list(m.attributes.items())
                   for m in messages], ARROW_ATTRIBUTES),

@@ -38,10 +38,9 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-import msgspec
 from pyspark.sql.datasource import SimpleDataSourceStreamReader
 
-from sqew import models
+from sqew import models, payloads
 from sqew.client.base import Client
 from sqew.spark.options import SourceOptions
 
@@ -49,12 +48,10 @@ log = logging.getLogger("sqew.spark")
 
 POLL_BATCH = models.MAX_POLL_BATCH
 
-_encode = msgspec.json.encode
-
 
 def leased_row(m: models.LeasedMessage) -> tuple[Any, ...]:
     """A leased message as a row of ``schema.MESSAGE_SCHEMA``."""
-    return (m.id, m.queue, "leased", _encode(m.payload).decode(), m.priority, m.attributes,
+    return (m.id, m.queue, "leased", payloads.text_of(m), m.priority, m.attributes,
             m.attempts, m.enqueued_at, m.available_at, m.expires_at, m.last_error)
 
 
