@@ -134,7 +134,9 @@ def test_health_of_a_database_file_that_does_not_exist_fails_and_creates_nothing
         result = local_sqew.fails("health", db=db, code="Unavailable")
         assert "typo.db" in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == []
-    local_sqew.ok("queue", "list", db="fresh.db")  # other commands create it, as before
+    local_sqew.fails("queue", "list", db="fresh.db", code="Unavailable")  # nor do reads
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    local_sqew.ok("db", "upgrade", db="fresh.db")  # the commands that make something do
     assert local_sqew.ok("health", db="fresh.db").stdout == "ok\n"
 
 
@@ -171,6 +173,7 @@ def test_validation_errors_are_worded_alike_locally_and_through_a_server(
 
 
 def test_error_line_names_the_queue(sqew) -> None:
+    sqew.arrange().close()  # the database exists (its absence is another error)
     result = sqew.fails("queue", "show", "--name", "missing", code="QueueNotFound")
     assert result.stderr == "error: QueueNotFound: queue 'missing' does not exist\n"
     assert result.stdout == ""

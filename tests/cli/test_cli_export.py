@@ -126,6 +126,7 @@ def test_replay_a_dlq_and_an_archive(sqew, tmp_path) -> None:
 
 def test_errors(sqew, tmp_path) -> None:
     out = tmp_path / "never.ndjson"
+    sqew.arrange().close()
     sqew.fails("queue", "export", "--name", sqew.name("nope"), "--out", str(out),
                code="QueueNotFound")
     assert not out.exists()

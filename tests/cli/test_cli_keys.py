@@ -16,6 +16,8 @@ from pathlib import Path
 
 from cli_support import Result, Sqew, assert_failed, assert_usage_error, serve
 
+import sqew as sqew_lib
+
 KEY = re.compile(r"sqew_[0-9a-f]{16}_[A-Za-z0-9_-]{43}")
 KEY_ID = re.compile(r"\b[0-9a-f]{16}\b")
 # last_used_at too: a server records a key's use (the session presents its first key), the
@@ -110,6 +112,7 @@ def on_disk(db: Path) -> bytes:
 def test_keys_commands_are_the_same_on_a_file_and_through_a_server(tmp_path: Path) -> None:
     for mode in ("local", "http"):
         (tmp_path / mode).mkdir()
+    sqew_lib.LocalClient(tmp_path / "local" / "a.db").close()  # a store, as the server's
     with serve(tmp_path / "http" / "b.db", tmp_path / "http") as server, \
             ThreadPoolExecutor(2) as pool:
         local_run = pool.submit(session, Sqew(tmp_path / "local", tmp_path / "local" / "a.db"))
