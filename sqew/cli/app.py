@@ -101,6 +101,12 @@ def root(
         typer.Option("--json", envvar="SQEW_JSON",
                      help="Print the JSON the REST API returns for the same call."),
     ] = False,
+    wide: Annotated[
+        bool,
+        typer.Option("--wide", envvar="SQEW_WIDE",
+                     help="Print tables whole, however wide: no cell is cut to the "
+                     "terminal's width."),
+    ] = False,
     version: Annotated[
         bool,
         typer.Option("--version", callback=_show_version, is_eager=True,
@@ -111,7 +117,7 @@ def root(
         url = _choose_url(ctx, url)
     if not url:
         params.check_database(db)
-    state = State(db=db, url=url, api_key=api_key, json=json_, ca_cert=ca_cert)
+    state = State(db=db, url=url, api_key=api_key, json=json_, ca_cert=ca_cert, wide=wide)
     state.hmac_secret = hmac_secret or None
     ctx.obj = state
     ctx.call_on_close(state.close)
@@ -157,7 +163,7 @@ def _register() -> None:
 _register()
 
 # --- global options anywhere ---------------------------------------------------------------------
-_GLOBAL_FLAGS = frozenset({"--json"})
+_GLOBAL_FLAGS = frozenset({"--json", "--wide"})
 _GLOBAL_VALUED = frozenset({"--db", "--url", "--api-key", "--hmac-secret", "--ca-cert"})
 
 

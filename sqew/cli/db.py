@@ -37,5 +37,5 @@ def upgrade(ctx: typer.Context) -> None:
     # Opening with upgrade=True either brings the schema to the newest revision or raises,
     # so the database is now at this sqew's head.
     revision = migrate.head()
-    output.emit(state.json, {"revision": revision},
+    output.emit(state, {"revision": revision},
                 output.line(f"database {locations.shown(state.db)} is at revision {revision}"))

@@ -37,7 +37,7 @@ def list_(
     """
     state = current(ctx)
     messages = state.client.dlq_list(queue, limit=limit, after_id=after_id)
-    output.emit(state.json, models.MessageList(messages),
+    output.emit(state, models.MessageList(messages),
                 output.messages_table(messages, empty=f"{queue}.dlq is empty", dlq=True))
 
 
@@ -51,7 +51,7 @@ def purge(ctx: typer.Context, queue: Queue) -> None:
     """
     state = current(ctx)
     n = state.client.dlq_purge(queue)
-    output.emit(state.json, models.Purged(n),
+    output.emit(state, models.Purged(n),
                 output.line(f"purged {output.plural(n, 'message')} from {queue}.dlq"))
 
 
@@ -79,4 +79,4 @@ def report_requeued(state: State, queue: str, result: models.Requeued) -> None:
     if result.left:
         text += (f"; {output.plural(result.left, 'message')} left there: queue '{queue}' "
                  "is at its max_depth")
-    output.emit(state.json, result, output.line(text))
+    output.emit(state, result, output.line(text))

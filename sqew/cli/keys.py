@@ -76,7 +76,7 @@ def list_(ctx: typer.Context) -> None:
     """
     state = current(ctx)
     keys = state.client.list_keys()
-    output.emit(state.json, models.KeyList(keys), output.keys_table(keys))
+    output.emit(state, models.KeyList(keys), output.keys_table(keys))
 
 
 @app.command("revoke")
@@ -131,5 +131,5 @@ def open_access(
     client = state.client
     assert isinstance(client, LocalClient)
     client.open_access()
-    output.emit(state.json, {"auth_required": False}, output.line(
+    output.emit(state, {"auth_required": False}, output.line(
         f"API keys are no longer required on {locations.shown(state.db)}"))

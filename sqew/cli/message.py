@@ -93,7 +93,7 @@ def _enqueue_one(
         raw = params.json_payload(payload)
     result = state.client.enqueue(queue, raw, **fields)
     word = "duplicate of message" if result.duplicate else "enqueued message"
-    output.emit(state.json, result, output.line(f"{word} {result.message_id}"))
+    output.emit(state, result, output.line(f"{word} {result.message_id}"))
 
 
 def _enqueue_file(
@@ -121,7 +121,7 @@ def _enqueue_file(
         except KeyboardInterrupt:  # say what was committed, then exit as interrupted
             enqueuer.summary.interrupted = True
     summary = enqueuer.summary
-    output.emit(state.json, summary.to_json(), summary.render(queue))
+    output.emit(state, summary.to_json(), summary.render(queue))
     if summary.interrupted:
         raise typer.Exit(cli_errors.EXIT_INTERRUPTED)
     if stopped is not None:
@@ -214,7 +214,7 @@ def poll(
 
 def _poll(state: State, queue: str, batch: int, wait_ms: int, visibility_ms: int | None) -> None:
     got = state.client.poll(queue, batch=batch, wait_ms=wait_ms, visibility_ms=visibility_ms)
-    output.emit(state.json, models.LeasedMessageList(got), output.leased_table(got))
+    output.emit(state, models.LeasedMessageList(got), output.leased_table(got))
 
 
 @app.command("ack")
@@ -269,7 +269,7 @@ def nack(
 def _settled(
     state: State, results: list[models.ItemResult], *, ok: tuple[str, ...], verb: str
 ) -> None:
-    output.emit(state.json, models.ResultList(results), output.results_lines(results))
+    output.emit(state, models.ResultList(results), output.results_lines(results))
     failed = [r for r in results if r.status not in ok]
     if failed:
         first = failed[0]
@@ -293,7 +293,7 @@ def extend_lease(
     state = current(ctx)
     msg_id, token = params.id_token(id)
     result = state.client.extend_lease(queue, msg_id, token, ms)
-    output.emit(state.json, result, output.line(
+    output.emit(state, result, output.line(
         f"lease of message {result.id} expires {output.when(result.lease_expires_at)}"))
 
 
@@ -310,7 +310,7 @@ def peek(ctx: typer.Context, queue: Queue, id: MessageIdOpt) -> None:
     """
     state = current(ctx)
     m = state.client.get_message(queue, id)
-    output.emit(state.json, m, output.message_detail(m))
+    output.emit(state, m, output.message_detail(m))
 
 
 @app.command("remove")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 from rich import box
@@ -26,13 +26,27 @@ from sqew import models, payloads, queue_settings
 from sqew.escapes import escape_controls
 
 PAYLOAD_WIDTH = 60  # characters of a payload shown in a table cell
+ATTRIBUTES_WIDTH = 30  # characters of a message's attributes shown in a table cell
+MIN_PAYLOAD_ROOM = 16
+"""Below this many characters left for a payload, messages print as blocks, not a table."""
+WIDE = 1_000_000
+"""The console width under ``--wide``: tables are as wide as their content, nothing is cut."""
+
+
+class Shown(Protocol):
+    """How a command prints (the CLI's ``State``): JSON, or tables cut to the terminal or
+    not (``--wide``)."""
+
+    json: bool
+    wide: bool
 
 _encode = msgspec.json.Encoder().encode
 
 
-def console() -> Console:
-    """A console on stdout; plain (no colour codes, no wrapping surprises) when piped."""
-    return Console(highlight=False, soft_wrap=False)
+def console(wide: bool = False) -> Console:
+    """A console on stdout; plain (no colour codes, no wrapping surprises) when piped;
+    ``wide``: as wide as what it prints (cells never cut)."""
+    return Console(highlight=False, soft_wrap=False, width=WIDE if wide else None)
 
 
 def write_json(value: Any) -> None:
@@ -54,12 +68,12 @@ def _as_sent(value: Any) -> Any:
     return value
 
 
-def emit(as_json: bool, value: Any, human: Callable[[Console], None]) -> None:
+def emit(shown: Shown, value: Any, human: Callable[[Console], None]) -> None:
     """Print ``value`` as JSON, or call ``human`` with a console for the human form."""
-    if as_json:
+    if shown.json:
         write_json(value)
     else:
-        human(console())
+        human(console(shown.wide))
 
 
 def line(text: str) -> Callable[[Console], None]:
@@ -113,10 +127,15 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def _table(*columns: str) -> Table:
+def _table(*columns: str, fold: Sequence[str] = ()) -> Table:
+    """A table whose cells stay on one line, except those of the ``fold`` columns, which
+    wrap onto more lines rather than be cut when the terminal is too narrow."""
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     for name in columns:
-        table.add_column(name, no_wrap=True)
+        if name in fold:
+            table.add_column(name, overflow="fold")
+        else:
+            table.add_column(name, no_wrap=True)
     return table
 
 
@@ -126,15 +145,30 @@ def _print_with_payload(
 ) -> None:
     """A table of ``rows`` plus a last payload column cut to the width left on the console.
 
-    One line per message, whatever the payload: the fixed columns are measured first and the
-    payload gets what remains (at least 20 characters).
+    The other columns are measured first and kept whole (the ``id:token`` handle above all:
+    commands need it), and the payload gets what remains. A terminal too narrow for that
+    shows each message as a block of lines instead (nothing hidden but the end of a long
+    payload). ``--wide``: nothing is cut.
     """
     widths = [max([len(col), *(len(r[i]) for r in rows)]) for i, col in enumerate(columns)]
-    room = max(12, c.width - sum(widths) - 3 * len(columns))  # 3 = padding and rule
+    room = c.width - sum(widths) - 3 * len(columns)  # 3 = padding and rule
+    if room < MIN_PAYLOAD_ROOM:
+        for i, (row, message) in enumerate(zip(rows, messages, strict=True)):
+            fields = list(zip(columns, row, strict=True))
+            if i:
+                c.print()
+            c.print(_pairs([*fields, ("payload", payload_text(message, 4 * c.width))]))
+        return
     table = _table(*columns, "payload")
     for row, message in zip(rows, messages, strict=True):
         table.add_row(*map(cell, row), escape(payload_text(message, room)))
     c.print(table)
+
+
+def attributes_text(attributes: dict[str, str], width: int) -> str:
+    """A message's attributes as ``k=v`` pairs (``-`` for none), cut to ``width``."""
+    text = " ".join(f"{k}={v}" for k, v in attributes.items()) or "-"
+    return _cut(escape_controls(text), width)
 
 
 # --- queues -------------------------------------------------------------------------------------
@@ -180,7 +214,11 @@ def _stats_rows(s: models.Stats) -> list[tuple[str, str]]:
         value = getattr(s, name)
         if name == "queue":
             continue
-        rows.append((name, duration(value) if name.endswith("_ms") else str(value)))
+        if name.endswith("_ms"):  # the value in the name's unit, and readably
+            text = "-" if value is None else f"{value} ({duration(value)})"
+        else:
+            text = str(value)
+        rows.append((name, text))
     return rows
 
 
@@ -220,10 +258,13 @@ def messages_table(
         if not messages:
             c.print(empty, markup=False)
             return
-        columns = ["id", "priority", "attempts", "enqueued", *(["last error"] if dlq else [])]
+        cut = c.width if c.width >= WIDE else None
+        columns = ["id", "priority", "attempts", "enqueued", *(["last error"] if dlq else []),
+                   "attributes"]
         rows = [
             [str(m.id), str(m.priority), str(m.attempts), when(m.enqueued_at),
-             *([_cut(escape_controls(m.last_error or "-"), 40)] if dlq else [])]
+             *([_cut(escape_controls(m.last_error or "-"), cut or 40)] if dlq else []),
+             attributes_text(m.attributes, cut or ATTRIBUTES_WIDTH)]
             for m in messages
         ]
         _print_with_payload(c, columns, rows, messages)
@@ -238,9 +279,12 @@ def leased_table(messages: Sequence[models.LeasedMessage]) -> Callable[[Console]
         if not messages:
             c.print("no messages ready", markup=False)
             return
-        rows = [[f"{m.id}:{m.token}", str(m.attempts), clock(m.lease_expires_at)]
+        cut = c.width if c.width >= WIDE else ATTRIBUTES_WIDTH
+        rows = [[f"{m.id}:{m.token}", str(m.priority), str(m.attempts),
+                 clock(m.lease_expires_at), attributes_text(m.attributes, cut)]
                 for m in messages]
-        _print_with_payload(c, ["id:token", "attempts", "lease until"], rows, messages)
+        _print_with_payload(
+            c, ["id:token", "priority", "attempts", "lease until", "attributes"], rows, messages)
 
     return render
 
@@ -291,17 +335,15 @@ def keys_table(keys: Sequence[models.ApiKey]) -> Callable[[Console], None]:
         if not keys:
             c.print("no API keys", markup=False)
             return
-        # As with payloads: the fixed columns first (the id whole: `keys revoke` needs it),
-        # the name last, cut to the width that is left.
-        columns = ["id", "scopes", "queue", "created", "last used"]
-        rows = [[k.id, ",".join(k.scopes), _key_queue(k), when(k.created_at)[:16],
-                 when(k.last_used_at)[:16]] for k in keys]  # to the minute
-        widths = [max([len(col), *(len(r[i]) for r in rows)]) for i, col in enumerate(columns)]
-        room = max(12, c.width - sum(widths) - 3 * len(columns))
-        table = _table(*columns, "name")
-        table.columns[0].min_width = widths[0]  # on a narrow terminal the others give way
-        for row, k in zip(rows, keys, strict=True):
-            table.add_row(*map(cell, row), escape(_cut(escape_controls(k.name or "-"), room)))
+        # The id whole (`keys revoke` needs it); on a narrow terminal the scopes, the queue
+        # and the name wrap onto more lines: nothing is cut.
+        columns = ["id", "scopes", "queue", "created", "last used", "name"]
+        rows = [[k.id, ", ".join(k.scopes), _key_queue(k), when(k.created_at)[:16],
+                 when(k.last_used_at)[:16], k.name or "-"] for k in keys]  # to the minute
+        table = _table(*columns, fold=("scopes", "queue", "name"))
+        table.columns[0].min_width = max(len(r[0]) for r in rows)
+        for row in rows:
+            table.add_row(*map(cell, row))
         c.print(table)
 
     return render

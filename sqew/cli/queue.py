@@ -76,7 +76,7 @@ def list_(ctx: typer.Context) -> None:
     """
     state = current(ctx)
     queues = state.client.list_queues()
-    output.emit(state.json, models.QueueList(queues), output.queues_table(queues))
+    output.emit(state, models.QueueList(queues), output.queues_table(queues))
 
 
 @app.command("add")
@@ -90,7 +90,7 @@ def add(ctx: typer.Context, name: Name, **settings: Any) -> None:
     """
     state = current(ctx, create=True)
     q = state.client.create_queue(name, **_given(settings))
-    output.emit(state.json, q, output.queue_detail(q))
+    output.emit(state, q, output.queue_detail(q))
 
 
 @app.command("update")
@@ -104,7 +104,7 @@ def update(ctx: typer.Context, name: Name, **settings: Any) -> None:
     """
     state = current(ctx)
     q = state.client.update_queue(name, **_given(settings))
-    output.emit(state.json, q, output.queue_detail(q))
+    output.emit(state, q, output.queue_detail(q))
 
 
 @app.command("rm")
@@ -133,7 +133,7 @@ def show(ctx: typer.Context, name: Name) -> None:
     """
     state = current(ctx)
     q = state.client.get_queue(name)
-    output.emit(state.json, q, output.queue_detail(q))
+    output.emit(state, q, output.queue_detail(q))
 
 
 @app.command("purge")
@@ -146,7 +146,7 @@ def purge(ctx: typer.Context, name: Name) -> None:
     """
     state = current(ctx)
     n = state.client.purge(name)
-    output.emit(state.json, models.Purged(n),
+    output.emit(state, models.Purged(n),
                 output.line(f"purged {output.plural(n, 'message')} from {name}"))
 
 
@@ -164,7 +164,7 @@ def peek(
     """
     state = current(ctx)
     messages = state.client.peek(name, limit=limit)
-    output.emit(state.json, models.MessageList(messages), output.messages_table(messages))
+    output.emit(state, models.MessageList(messages), output.messages_table(messages))
 
 
 @app.command("requeue-dlq")
@@ -191,7 +191,7 @@ def compact(ctx: typer.Context, name: Name) -> None:
     """
     state = current(ctx)
     n = state.client.compact(name)
-    output.emit(state.json, models.Removed(n),
+    output.emit(state, models.Removed(n),
                 output.line(f"compacted {name}: removed {n} expired messages and tombstones"))
 
 

@@ -84,7 +84,7 @@ def health(ctx: typer.Context) -> None:
     """
     state = current(ctx)  # a database that is not there is unhealthy, not one to create
     result = state.client.health()
-    output.emit(state.json, result, output.line(result.status))
+    output.emit(state, result, output.line(result.status))
 
 
 def metrics(ctx: typer.Context) -> None:

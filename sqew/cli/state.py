@@ -27,11 +27,13 @@ class State:
         api_key: key sent to the server in remote mode.
         json: print the REST API's JSON instead of human output.
         ca_cert: CA certificate file to verify an ``https://`` server against.
+        wide: print tables whole, whatever the terminal's width (``--wide``).
     """
 
     def __init__(self, db: str, url: str | None, api_key: str | None, json: bool,
-                 ca_cert: str | None = None) -> None:
+                 ca_cert: str | None = None, wide: bool = False) -> None:
         self.ca_cert = ca_cert
+        self.wide = wide
         self.db = db
         self.url = url
         self.api_key = api_key

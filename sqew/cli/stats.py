@@ -22,4 +22,4 @@ def stats(
     """
     state = current(ctx)
     s = state.client.stats(queue)
-    output.emit(state.json, s, output.stats_detail(s))
+    output.emit(state, s, output.stats_detail(s))
