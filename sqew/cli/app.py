@@ -71,7 +71,8 @@ def root(
     db: Annotated[
         str,
         typer.Option("--db", envvar="SQEW_DB", metavar="PATH",
-                     help="Database file (or sqlite:/// URL) for local mode."),
+                     help="Database for local mode: a file path, a sqlite:/// URL, or a "
+                     "postgresql+psycopg:// (or postgresql://) URL."),
     ] = "sqew.db",
     url: Annotated[
         str | None,

@@ -116,11 +116,11 @@ def key_id(id: str) -> str:
     if 0 < len(id) <= KEY_ID_MAX and "/" not in id and id not in (".", ".."):
         return id
     if id.startswith(KEY_PREFIX):
-        raise errors.NotFound("that is an API key, not its id: give the id that list_keys "
-                              "(`sqew keys list`) shows")
+        raise errors.NotFound("that is an API key, not its id: give the id that "
+                              "`sqew keys list` shows")
     if len(id) > KEY_ID_MAX:
         raise errors.NotFound(f"no API key has an id of {len(id)} characters "
-                              "(ids are 16 hex digits, as list_keys shows)")
+                              "(ids are 16 hex digits, as `sqew keys list` shows)")
     raise errors.NotFound(f"no API key with id '{id}'")
 
 

@@ -135,6 +135,8 @@ def test_revoking_by_the_key_instead_of_its_id_does_not_repeat_the_key(
     with pytest.raises(errors.NotFound, match="not its id") as caught:
         admin.revoke_key(made.key)
     assert made.key not in str(caught.value) and made.id not in str(caught.value)
+    assert caught.value.message == (
+        "that is an API key, not its id: give the id that `sqew keys list` shows")
     assert [k.id for k in admin.list_keys()] == [made.id]
 
 
