@@ -186,25 +186,32 @@ class Nack(Op[ItemResults]):
         dlq = dlq_of(tx, q) if q.parent_id is None else None
         nacked = dead = 0
         for item in self.items:
-            attempts = tx.attempts_if_token(q.id, item.id, item.token)
-            if attempts is None:
-                out.append(models.ItemResult(item.id, _miss(tx, q, item.id)))
-                continue
-            nacked += 1
-            if dlq is not None and attempts >= q.max_attempts:
-                tx.dead_letter(item.id, dlq, now, item.error, q.name)
-                dead += 1
-                out.append(models.ItemResult(item.id, "dead_lettered"))
-                continue
-            delay = item.delay_ms
-            if delay is None:
-                delay = rules.backoff_ms(attempts, q.backoff_base_ms, q.backoff_max_ms, self.rng)
-            tx.release(item.id, now + delay, item.error)
-            out.append(models.ItemResult(item.id, "requeued"))
+            status = self._nack(tx, q, dlq, item, now)
+            nacked += status in ("requeued", "dead_lettered")
+            dead += status == "dead_lettered"
+            out.append(models.ItemResult(item.id, status))
         tx.add_counters(q.id, depth=-dead, nacked_total=nacked, dead_lettered_total=dead)
         if dlq is not None:
             tx.add_counters(dlq.id, depth=dead)
         return out
+
+    def _nack(
+        self, tx: Tx, q: QueueRow, dlq: QueueRow | None, item: models.NackIn, now: int
+    ) -> str:
+        # The attempts read here decide; the write checks the token again (another consumer
+        # may lease the message in between, on a database that lets it), and attempts change
+        # only with the token.
+        attempts = tx.attempts_if_token(q.id, item.id, item.token)
+        if attempts is None:
+            return _miss(tx, q, item.id)
+        if dlq is not None and attempts >= q.max_attempts:
+            done = tx.dead_letter(q.id, item.id, item.token, dlq, now, item.error, q.name)
+            return "dead_lettered" if done else _miss(tx, q, item.id)
+        delay = item.delay_ms
+        if delay is None:
+            delay = rules.backoff_ms(attempts, q.backoff_base_ms, q.backoff_max_ms, self.rng)
+        done = tx.release(q.id, item.id, item.token, now + delay, item.error)
+        return "requeued" if done else _miss(tx, q, item.id)
 
 
 class ExtendLease(Op[models.LeaseExtended]):
