@@ -13,7 +13,7 @@ What a second backend (PostgreSQL, say) implements:
   lease token), ``CLAIM_LOCK`` (appended to the claim's inner select: ``FOR UPDATE SKIP
   LOCKED``), ``PARAMSTYLE`` (``"pyformat"`` for psycopg: statements are converted once),
   ``_in_transaction`` (whether the transaction survived an error) and, for speed only,
-  ``insert_messages`` and ``reap_dedup``;
+  ``insert_messages``, ``reap_dedup`` and ``extend``;
 - a ``WriteSession`` (a dedicated connection for the server's group committer), a
   ``Waiter`` (wakes long polls on commits of other processes: SQLite watches its data
   version, PostgreSQL would ``LISTEN``; ``sqew.backends.waiting.InProcessWaiter`` is the
@@ -221,8 +221,11 @@ class Tx(KeyStatementsContract, abc.ABC):
         there at ``now``; True if it did, False as ``release`` says."""
 
     @abc.abstractmethod
-    def extend(self, queue_id: int, msg_id: int, token: str, until: int) -> bool:
-        """Set the lease end of a message held with ``token``; True if it matched."""
+    def extend(self, queue_id: int, items: Sequence[tuple[int, str, int]]) -> list[bool | None]:
+        """Set the lease end of each ``(id, token, until)`` item whose message the queue holds
+        under ``token``, as if one at a time in order (an item repeated: its last ``until``
+        holds): per item True if it did, False if the message is there under another token
+        (or none), None if there is no such message."""
 
     # --- reads and admin ------------------------------------------------------------------------
     @abc.abstractmethod

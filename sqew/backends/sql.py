@@ -58,8 +58,9 @@ class SqlTx(
       update, and a second run under ``SKIP LOCKED`` picks rows past the ``LIMIT``;
       ``id = ANY(ARRAY(…))`` runs it once;
     - ``PARAMSTYLE``: ``"named"`` or ``"pyformat"`` (see the module docstring);
-    - ``insert_messages`` and ``reap_dedup``: may be replaced by faster statements of the
-      dialect (SQLite: ids from the last rowid; deletes by rowid).
+    - ``insert_messages``, ``reap_dedup`` and ``extend``: may be replaced by faster
+      statements of the dialect (SQLite: ids from the last rowid; deletes by rowid;
+      PostgreSQL: every lease of a keep-alive in one statement).
     """
 
     TRUE: ClassVar[str] = "TRUE"

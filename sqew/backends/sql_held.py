@@ -8,6 +8,7 @@ that writes: another transaction may lease the message between a read and a writ
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from sqew.backends.base import QueueRow
@@ -72,8 +73,13 @@ class HeldStatements:
              "err": error, "id": msg_id, "q": queue_id, "t": token},
         ) == 1
 
-    def extend(self, queue_id: int, msg_id: int, token: str, until: int) -> bool:
-        return self._rowcount(
-            f"UPDATE messages SET lease_expires_at = :until WHERE {_HELD}",
-            {"until": until, "id": msg_id, "q": queue_id, "t": token},
-        ) == 1
+    def extend(self, queue_id: int, items: Sequence[tuple[int, str, int]]) -> list[bool | None]:
+        out: list[bool | None] = []
+        for msg_id, token, until in items:
+            params = {"until": until, "id": msg_id, "q": queue_id, "t": token}
+            if self._rowcount(f"UPDATE messages SET lease_expires_at = :until WHERE {_HELD}",
+                              params) == 1:
+                out.append(True)
+            else:
+                out.append(False if self.message_exists(queue_id, msg_id) else None)
+        return out

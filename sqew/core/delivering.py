@@ -17,6 +17,8 @@ from sqew.core.writer import Op, Outcome
 
 Leased = list[models.LeasedMessage]
 ItemResults = list[models.ItemResult]
+Extends = Sequence[tuple[int, str, int]]
+"""``(id, token, ms)`` items of an extend-lease."""
 
 
 def dlq_of(tx: Tx, q: QueueRow) -> QueueRow:
@@ -214,22 +216,55 @@ class Nack(Op[ItemResults]):
         return "requeued" if done else _miss(tx, q, item.id)
 
 
-class ExtendLease(Op[models.LeaseExtended]):
-    """Heartbeat: the lease of a held message ends ``ms`` after the transaction's now."""
+class ExtendLease(Op[ItemResults]):
+    """Heartbeats: the lease of each held ``(id, token, ms)`` item ends ``ms`` after the
+    transaction's now: ``extended`` (with that end), ``lease_lost`` or ``not_found`` each.
+    ``single``: one item, whose miss fails the operation (the API's single form)."""
 
-    __slots__ = ("ms", "msg_id", "notify", "queue", "token")
+    __slots__ = ("items", "notify", "queue", "single")
 
-    def __init__(self, queue: str, msg_id: int, token: str, ms: int) -> None:
+    def __init__(self, queue: str, items: Extends, *, single: bool = False) -> None:
         self.queue = queue
-        self.msg_id = msg_id
-        self.token = token
-        self.ms = ms
+        self.items = items
+        self.single = single
         # A lease ended at once (``ms`` 0, "give it back") makes the message ready now;
         # waiting polls would otherwise sleep until the old lease end.
-        self.notify = (queue,) if ms == 0 else ()
+        self.notify = (queue,) if any(ms == 0 for _, _, ms in items) else ()
 
-    def run(self, tx: Tx, now: int) -> models.LeaseExtended:
-        q = queue_row(tx, self.queue)
-        if not tx.extend(q.id, self.msg_id, self.token, now + self.ms):
-            raise errors.for_item(_miss(tx, q, self.msg_id), self.msg_id)
-        return models.LeaseExtended(self.msg_id, now + self.ms)
+    def key(self) -> Hashable | None:
+        return ("extend", self.queue)
+
+    def run(self, tx: Tx, now: int) -> ItemResults:
+        return self._answer(extend(tx, self.queue, [self.items], now)[0])
+
+    @classmethod
+    def run_merged(cls, tx: Tx, ops: Sequence[Any], now: int) -> list[Outcome]:
+        parts: list[ExtendLease] = list(ops)
+        outcomes: list[Outcome] = []
+        for part, results in zip(
+            parts, extend(tx, parts[0].queue, [p.items for p in parts], now), strict=True
+        ):
+            try:
+                outcomes.append((True, part._answer(results)))
+            except errors.SqewError as exc:  # a single item that missed: nothing was written
+                outcomes.append((False, exc))
+        return outcomes
+
+    def _answer(self, results: ItemResults) -> ItemResults:
+        if self.single and results[0].status != "extended":
+            raise errors.for_item(results[0].status, results[0].id)
+        return results
+
+
+def extend(tx: Tx, queue: str, requests: Sequence[Extends], now: int) -> list[ItemResults]:
+    """Extend each request's items, in order, in one statement where the backend can."""
+    q = queue_row(tx, queue)
+    found = iter(tx.extend(q.id, [(i, t, now + ms) for items in requests for i, t, ms in items]))
+    return [[_extended(msg_id, next(found), now + ms) for msg_id, _, ms in items]
+            for items in requests]
+
+
+def _extended(msg_id: int, found: bool | None, until: int) -> models.ItemResult:
+    if found:
+        return models.ItemResult(msg_id, "extended", until)
+    return models.ItemResult(msg_id, "lease_lost" if found is False else "not_found")

@@ -138,7 +138,8 @@ def every_statement(calls: Calls) -> None:
     assert tx.attempts_if_token(qid, b.id, b.token) == 1
     assert not tx.release(qid, b.id, "other", now + 50, "err")  # not the lease's token
     assert tx.release(qid, b.id, b.token, now + 50, "err")
-    assert tx.extend(qid, c.id, c.token, now + 10)
+    assert tx.extend(qid, [(c.id, c.token, now + 5), (c.id, "other", now), (999, "t", now),
+                      (c.id, c.token, now + 10)]) == [True, False, None, True]
     assert tx.next_due(qid, now) == now + 10
     (b,) = tx.claim(qid, False, now + 50, 1, now + 150)
     assert not tx.dead_letter(qid, b.id, "other", dlq, now, None, "q")
