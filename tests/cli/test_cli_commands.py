@@ -132,7 +132,7 @@ def test_message_commands_json(sqew) -> None:
     acked, polled = _ok_json(sqew.many([
         ("--json", "message", "ack", "--queue", q, "--ids", h1),
         ("--json", "message", "poll", "--queue", q, "--wait-ms", "1000",
-         "--visibility-ms", "5000"),
+         "--visibility-ms", "60000"),
     ]))
     assert acked == {"results": [{"id": one_id, "status": "acked"}]}
     assert [(m["id"], m["attempts"], m["last_error"]) for m in polled["messages"]] == [
