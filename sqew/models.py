@@ -370,15 +370,16 @@ AckStatus = Literal["acked", "lease_lost", "not_found"]
 NackStatus = Literal["requeued", "dead_lettered", "lease_lost", "not_found"]
 
 
-class ItemResult(Struct):
-    """Per-item outcome of an ack or nack."""
+class ItemResult(Struct, omit_defaults=True):
+    """Per-item outcome of an ack, nack or extend-lease (``extended``: with lease_expires_at)."""
 
     id: int
     status: str
+    lease_expires_at: int | UnsetType = UNSET
 
 
 class ResultList(Struct):
-    """Body of an ack or nack response."""
+    """Body of an ack, nack or batch extend-lease response."""
 
     results: list[ItemResult]
 
@@ -389,6 +390,12 @@ class ExtendLeaseIn(_Request):
     id: MessageId
     token: Token
     ms: LeaseMs
+
+
+class ExtendLeaseBatchIn(_Request):
+    """A batch of extend-leases (a keep-alive of many held messages)."""
+
+    extends: Annotated[list[ExtendLeaseIn], Meta(min_length=1, max_length=MAX_BATCH_ENQUEUE)]
 
 
 class LeaseExtended(Struct):

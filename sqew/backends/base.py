@@ -13,7 +13,7 @@ What a second backend (PostgreSQL, say) implements:
   lease token), ``CLAIM_LOCK`` (appended to the claim's inner select: ``FOR UPDATE SKIP
   LOCKED``), ``PARAMSTYLE`` (``"pyformat"`` for psycopg: statements are converted once),
   ``_in_transaction`` (whether the transaction survived an error) and, for speed only,
-  ``insert_messages`` and ``reap_dedup``;
+  ``insert_messages``, ``reap_dedup`` and ``extend``;
 - a ``WriteSession`` (a dedicated connection for the server's group committer), a
   ``Waiter`` (wakes long polls on commits of other processes: SQLite watches its data
   version, PostgreSQL would ``LISTEN``; ``sqew.backends.waiting.InProcessWaiter`` is the
@@ -174,6 +174,10 @@ class Tx(KeyStatementsContract, abc.ABC):
         """Insert messages; returns their ids in input order."""
 
     # --- leases ---------------------------------------------------------------------------------
+    # A write that acts on a lease names it by its token and checks it in the statement that
+    # writes: another transaction may lease the message between a read and a write (PostgreSQL
+    # at READ COMMITTED, where a claim does not lock the queue's row), and only the writing
+    # statement sees that claim once it committed.
     @abc.abstractmethod
     def dead_letter_expired(
         self, queue_id: int, now: int, max_attempts: int, dlq: QueueRow, origin: str
@@ -198,7 +202,8 @@ class Tx(KeyStatementsContract, abc.ABC):
 
     @abc.abstractmethod
     def ack(self, queue_id: int, msg_id: int, token: str, archive: bool, now: int) -> bool:
-        """Delete (or archive) a message if ``token`` is current; True if it did."""
+        """Delete a message (and with ``archive`` keep what was deleted in the archive, acked
+        at ``now``) if ``token`` is its current token; True if it did."""
 
     @abc.abstractmethod
     def message_exists(self, queue_id: int, msg_id: int) -> bool:
@@ -206,21 +211,32 @@ class Tx(KeyStatementsContract, abc.ABC):
 
     @abc.abstractmethod
     def attempts_if_token(self, queue_id: int, msg_id: int, token: str) -> int | None:
-        """The message's attempts if ``token`` is its current token, else None."""
+        """The message's attempts if ``token`` is its current token, else None: a read, which
+        a later write acting on the lease checks again (``release``, ``dead_letter``). While
+        the token stays, so do the attempts (a claim changes both)."""
 
     @abc.abstractmethod
-    def release(self, msg_id: int, available_at: int, error: str | None) -> None:
-        """End a lease (nack): ready again at ``available_at``; ``error`` kept if given."""
+    def release(
+        self, queue_id: int, msg_id: int, token: str, available_at: int, error: str | None
+    ) -> bool:
+        """End the lease held with ``token`` (nack): the message is ready again at
+        ``available_at``, its token cleared, ``error`` kept if given. True if it did; False
+        if ``token`` is not the message's current token (or there is no such message)."""
 
     @abc.abstractmethod
     def dead_letter(
-        self, msg_id: int, dlq: QueueRow, now: int, error: str | None, origin: str
-    ) -> None:
-        """Move one message to ``dlq`` (nack at ``max_attempts``)."""
+        self, queue_id: int, msg_id: int, token: str, dlq: QueueRow, now: int,
+        error: str | None, origin: str,
+    ) -> bool:
+        """Move one message held with ``token`` to ``dlq`` (nack at ``max_attempts``), ready
+        there at ``now``; True if it did, False as ``release`` says."""
 
     @abc.abstractmethod
-    def extend(self, queue_id: int, msg_id: int, token: str, until: int) -> bool:
-        """Set the lease end of a message held with ``token``; True if it matched."""
+    def extend(self, queue_id: int, items: Sequence[tuple[int, str, int]]) -> list[bool | None]:
+        """Set the lease end of each ``(id, token, until)`` item whose message the queue holds
+        under ``token``, as if one at a time in order (an item repeated: its last ``until``
+        holds): per item True if it did, False if the message is there under another token
+        (or none), None if there is no such message."""
 
     # --- reads and admin ------------------------------------------------------------------------
     @abc.abstractmethod

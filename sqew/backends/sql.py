@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 
 from sqew.backends.base import LiveCounts, MessageRow, NewMessage, QueueRow, Tx
 from sqew.backends.paramstyle import PyformatConnection
+from sqew.backends.sql_held import HeldStatements
 from sqew.backends.sql_hot import HotStatements
 from sqew.backends.sql_keys import KeyStatements
 from sqew.backends.sql_queues import ENDED_LEASES, QueueStatements
@@ -39,7 +40,9 @@ LEASE_EXPIRED = "lease expired"
 """``last_error`` of a message dead-lettered because its last allowed lease ran out."""
 
 
-class SqlTx(HotStatements, QueueStatements, KeyStatements, ScanStatements, Tx):
+class SqlTx(
+    HotStatements, HeldStatements, QueueStatements, KeyStatements, ScanStatements, Tx
+):
     """The contract's statements on one DB-API connection inside an open transaction.
 
     Hooks a dialect overrides (the defaults are PostgreSQL's, which is also plain SQL):
@@ -56,8 +59,9 @@ class SqlTx(HotStatements, QueueStatements, KeyStatements, ScanStatements, Tx):
       update, and a second run under ``SKIP LOCKED`` picks rows past the ``LIMIT``;
       ``id = ANY(ARRAY(…))`` runs it once;
     - ``PARAMSTYLE``: ``"named"`` or ``"pyformat"`` (see the module docstring);
-    - ``insert_messages`` and ``reap_dedup``: may be replaced by faster statements of the
-      dialect (SQLite: ids from the last rowid; deletes by rowid).
+    - ``insert_messages``, ``reap_dedup`` and ``extend``: may be replaced by faster
+      statements of the dialect (SQLite: ids from the last rowid; deletes by rowid;
+      PostgreSQL: every lease of a keep-alive in one statement).
     """
 
     TRUE: ClassVar[str] = "TRUE"
@@ -197,58 +201,6 @@ class SqlTx(HotStatements, QueueStatements, KeyStatements, ScanStatements, Tx):
             {"q": queue_id, "now": now, "n": limit, "until": lease_until},
         )
         return in_delivery_order([MessageRow._make(r) for r in rows], lifo)
-
-    def ack(self, queue_id: int, msg_id: int, token: str, archive: bool, now: int) -> bool:
-        params = {"id": msg_id, "q": queue_id, "t": token, "now": now}
-        if archive:
-            self.c.execute(
-                "INSERT INTO archive (id, queue_id, payload, priority, attributes, attempts, "
-                "enqueued_at, acked_at, last_error, traceparent, tracestate) SELECT id, "
-                "queue_id, payload, priority, attributes, attempts, enqueued_at, :now, "
-                "last_error, traceparent, tracestate FROM messages "
-                "WHERE id = :id AND queue_id = :q AND token = :t",
-                params,
-            )
-        return self._rowcount(
-            "DELETE FROM messages WHERE id = :id AND queue_id = :q AND token = :t", params
-        ) == 1
-
-    def message_exists(self, queue_id: int, msg_id: int) -> bool:
-        return self._one(
-            "SELECT 1 FROM messages WHERE id = :id AND queue_id = :q", {"id": msg_id, "q": queue_id}
-        ) is not None
-
-    def attempts_if_token(self, queue_id: int, msg_id: int, token: str) -> int | None:
-        row = self._one(
-            "SELECT attempts FROM messages WHERE id = :id AND queue_id = :q AND token = :t",
-            {"id": msg_id, "q": queue_id, "t": token},
-        )
-        return int(row[0]) if row else None
-
-    def release(self, msg_id: int, available_at: int, error: str | None) -> None:
-        self.c.execute(
-            "UPDATE messages SET lease_expires_at = NULL, token = NULL, available_at = :at, "
-            "last_error = COALESCE(:err, last_error) WHERE id = :id",
-            {"at": available_at, "err": error, "id": msg_id},
-        )
-
-    def dead_letter(
-        self, msg_id: int, dlq: QueueRow, now: int, error: str | None, origin: str
-    ) -> None:
-        self.c.execute(
-            "UPDATE messages SET queue_id = :dlq, lease_expires_at = NULL, token = NULL, "
-            f"available_at = :now, expires_at = :exp, lifo = {self._bool(dlq.lifo)}, "
-            "origin_queue = :origin, last_error = COALESCE(:err, last_error) WHERE id = :id",
-            {"dlq": dlq.id, "now": now, "exp": now + dlq.retention_ms, "origin": origin,
-             "err": error, "id": msg_id},
-        )
-
-    def extend(self, queue_id: int, msg_id: int, token: str, until: int) -> bool:
-        return self._rowcount(
-            "UPDATE messages SET lease_expires_at = :until "
-            "WHERE id = :id AND queue_id = :q AND token = :t",
-            {"until": until, "id": msg_id, "q": queue_id, "t": token},
-        ) == 1
 
     # --- reads and admin ------------------------------------------------------------------------
     def peek(

@@ -281,16 +281,33 @@ def _settled(
 def extend_lease(
     ctx: typer.Context,
     queue: Queue,
-    id: Annotated[str, typer.Option("--id", metavar="ID:TOKEN", help="The leased message.")],
     ms: Annotated[int, typer.Option("--ms", help="New lease length from now (ms).")],
+    id: Annotated[str | None, typer.Option(
+        "--id", metavar="ID:TOKEN", help="The leased message.")] = None,
+    ids: Annotated[str | None, typer.Option(
+        "--ids", metavar="ID:TOKEN,…",
+        help="Several leased messages (up to 1000), comma-separated, in one call.")] = None,
 ) -> None:
-    """Extend a lease you hold: it now expires --ms milliseconds from now (a heartbeat).
+    """Extend leases you hold: they now expire --ms milliseconds from now (a heartbeat).
 
-    Example:
+    One message (--id) prints when its lease now ends; several (--ids) get a status each
+    (extended, lease_lost, not_found), and the exit status is 1 if any was not extended.
+
+    Examples:
 
         sqew message extend-lease --queue jobs --id 17:9f2c… --ms 60000
+
+        sqew message extend-lease --queue jobs --ids 17:9f2c…,18:03ab… --ms 60000
     """
     state = current(ctx)
+    if (id is None) == (ids is None):
+        raise typer.BadParameter("give exactly one of --id or --ids", param_hint="'--id' / '--ids'")
+    if ids is not None:
+        items = [(msg_id, token, ms) for msg_id, token in params.ids_tokens(ids)]
+        _settled(state, state.client.extend_leases(queue, items), ok=("extended",),
+                 verb="extend-lease")
+        return
+    assert id is not None
     msg_id, token = params.id_token(id)
     result = state.client.extend_lease(queue, msg_id, token, ms)
     output.emit(state, result, output.line(

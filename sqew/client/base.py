@@ -148,6 +148,15 @@ class Client(abc.ABC):
         raise NotImplementedError
 
     @abc.abstractmethod
+    def extend_leases(
+        self, queue: str, extends: Iterable[tuple[int, str, int]]
+    ) -> list[models.ItemResult]:
+        """Extend many held leases at once, each ``(id, token, ms)`` (up to 1000): per item
+        ``extended`` with its ``lease_expires_at``, ``lease_lost`` or ``not_found``; never
+        raises per item. The keep-alive of a consumer holding many messages."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
     def stats(self, queue: str) -> models.Stats:
         """Depths and counters of a queue."""
         raise NotImplementedError

@@ -264,6 +264,13 @@ class HttpClient(Client):
         return self._call(models.LeaseExtended, "POST",
                           f"/queues/{self._q(queue)}/extend-lease", body=body)
 
+    def extend_leases(
+        self, queue: str, extends: Iterable[tuple[int, str, int]]
+    ) -> list[models.ItemResult]:
+        body = {"extends": [{"id": i, "token": t, "ms": ms} for i, t, ms in extends]}
+        return self._call(models.ResultList, "POST", f"/queues/{self._q(queue)}/extend-lease",
+                          body=body).results
+
     def stats(self, queue: str) -> models.Stats:
         return self._call(models.Stats, "GET", f"/queues/{self._q(queue)}/stats")
 

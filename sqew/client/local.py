@@ -171,6 +171,13 @@ class LocalClient(Client):
         item = convert({"id": id, "token": token, "ms": ms}, models.ExtendLeaseIn)
         return run_sync(self.service.extend_lease(queue, item.id, item.token, item.ms))
 
+    def extend_leases(
+        self, queue: str, extends: Iterable[tuple[int, str, int]]
+    ) -> list[models.ItemResult]:
+        body = {"extends": [{"id": i, "token": t, "ms": ms} for i, t, ms in extends]}
+        items = convert(body, models.ExtendLeaseBatchIn).extends
+        return run_sync(self.service.extend_leases(queue, [(e.id, e.token, e.ms) for e in items]))
+
     def stats(self, queue: str) -> models.Stats:
         return run_sync(self.service.stats(queue))
 

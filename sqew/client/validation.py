@@ -24,7 +24,7 @@ from sqew import errors, models
 # The request bodies whose fields are described (each name means one thing across them).
 _REQUEST_MODELS: tuple[type[Any], ...] = (
     models.QueueCreate, models.MessageBatchIn, models.AckBatchIn, models.NackBatchIn,
-    models.ExtendLeaseIn, models.RequeueIn,
+    models.ExtendLeaseBatchIn, models.RequeueIn,
 )
 _AT = re.compile(r" - at (?P<key>`key` in )?`\$(?P<path>[^`]*)`$")
 _UNKNOWN = re.compile(r"^Object contains unknown field `(?P<name>[^`]*)`$")

@@ -17,6 +17,8 @@ from sqew.core.writer import Op, Outcome
 
 Leased = list[models.LeasedMessage]
 ItemResults = list[models.ItemResult]
+Extends = Sequence[tuple[int, str, int]]
+"""``(id, token, ms)`` items of an extend-lease."""
 
 
 def dlq_of(tx: Tx, q: QueueRow) -> QueueRow:
@@ -214,43 +216,83 @@ class Nack(Op[ItemResults]):
         dlq = dlq_of(tx, q) if q.parent_id is None else None
         nacked = dead = 0
         for item in self.items:
-            attempts = tx.attempts_if_token(q.id, item.id, item.token)
-            if attempts is None:
-                out.append(models.ItemResult(item.id, _miss(tx, q, item.id)))
-                continue
-            nacked += 1
-            if dlq is not None and attempts >= q.max_attempts:
-                tx.dead_letter(item.id, dlq, now, item.error, q.name)
-                dead += 1
-                out.append(models.ItemResult(item.id, "dead_lettered"))
-                continue
-            delay = item.delay_ms
-            if delay is None:
-                delay = rules.backoff_ms(attempts, q.backoff_base_ms, q.backoff_max_ms, self.rng)
-            tx.release(item.id, now + delay, item.error)
-            out.append(models.ItemResult(item.id, "requeued"))
+            status = self._nack(tx, q, dlq, item, now)
+            nacked += status in ("requeued", "dead_lettered")
+            dead += status == "dead_lettered"
+            out.append(models.ItemResult(item.id, status))
         tx.add_counters(q.id, depth=-dead, nacked_total=nacked, dead_lettered_total=dead)
         if dlq is not None:
             tx.add_counters(dlq.id, depth=dead)
         return out
 
+    def _nack(
+        self, tx: Tx, q: QueueRow, dlq: QueueRow | None, item: models.NackIn, now: int
+    ) -> str:
+        # The attempts read here decide; the write checks the token again (another consumer
+        # may lease the message in between, on a database that lets it), and attempts change
+        # only with the token.
+        attempts = tx.attempts_if_token(q.id, item.id, item.token)
+        if attempts is None:
+            return _miss(tx, q, item.id)
+        if dlq is not None and attempts >= q.max_attempts:
+            done = tx.dead_letter(q.id, item.id, item.token, dlq, now, item.error, q.name)
+            return "dead_lettered" if done else _miss(tx, q, item.id)
+        delay = item.delay_ms
+        if delay is None:
+            delay = rules.backoff_ms(attempts, q.backoff_base_ms, q.backoff_max_ms, self.rng)
+        done = tx.release(q.id, item.id, item.token, now + delay, item.error)
+        return "requeued" if done else _miss(tx, q, item.id)
 
-class ExtendLease(Op[models.LeaseExtended]):
-    """Heartbeat: the lease of a held message ends ``ms`` after the transaction's now."""
 
-    __slots__ = ("ms", "msg_id", "notify", "queue", "token")
+class ExtendLease(Op[ItemResults]):
+    """Heartbeats: the lease of each held ``(id, token, ms)`` item ends ``ms`` after the
+    transaction's now: ``extended`` (with that end), ``lease_lost`` or ``not_found`` each.
+    ``single``: one item, whose miss fails the operation (the API's single form)."""
 
-    def __init__(self, queue: str, msg_id: int, token: str, ms: int) -> None:
+    __slots__ = ("items", "notify", "queue", "single")
+
+    def __init__(self, queue: str, items: Extends, *, single: bool = False) -> None:
         self.queue = queue
-        self.msg_id = msg_id
-        self.token = token
-        self.ms = ms
+        self.items = items
+        self.single = single
         # A lease ended at once (``ms`` 0, "give it back") makes the message ready now;
         # waiting polls would otherwise sleep until the old lease end.
-        self.notify = (queue,) if ms == 0 else ()
+        self.notify = (queue,) if any(ms == 0 for _, _, ms in items) else ()
 
-    def run(self, tx: Tx, now: int) -> models.LeaseExtended:
-        q = queue_row(tx, self.queue)
-        if not tx.extend(q.id, self.msg_id, self.token, now + self.ms):
-            raise errors.for_item(_miss(tx, q, self.msg_id), self.msg_id)
-        return models.LeaseExtended(self.msg_id, now + self.ms)
+    def key(self) -> Hashable | None:
+        return ("extend", self.queue)
+
+    def run(self, tx: Tx, now: int) -> ItemResults:
+        return self._answer(extend(tx, self.queue, [self.items], now)[0])
+
+    @classmethod
+    def run_merged(cls, tx: Tx, ops: Sequence[Any], now: int) -> list[Outcome]:
+        parts: list[ExtendLease] = list(ops)
+        outcomes: list[Outcome] = []
+        for part, results in zip(
+            parts, extend(tx, parts[0].queue, [p.items for p in parts], now), strict=True
+        ):
+            try:
+                outcomes.append((True, part._answer(results)))
+            except errors.SqewError as exc:  # a single item that missed: nothing was written
+                outcomes.append((False, exc))
+        return outcomes
+
+    def _answer(self, results: ItemResults) -> ItemResults:
+        if self.single and results[0].status != "extended":
+            raise errors.for_item(results[0].status, results[0].id)
+        return results
+
+
+def extend(tx: Tx, queue: str, requests: Sequence[Extends], now: int) -> list[ItemResults]:
+    """Extend each request's items, in order, in one statement where the backend can."""
+    q = queue_row(tx, queue)
+    found = iter(tx.extend(q.id, [(i, t, now + ms) for items in requests for i, t, ms in items]))
+    return [[_extended(msg_id, next(found), now + ms) for msg_id, _, ms in items]
+            for items in requests]
+
+
+def _extended(msg_id: int, found: bool | None, until: int) -> models.ItemResult:
+    if found:
+        return models.ItemResult(msg_id, "extended", until)
+    return models.ItemResult(msg_id, "lease_lost" if found is False else "not_found")

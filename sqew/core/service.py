@@ -21,7 +21,7 @@ import functools
 import logging
 import random
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import msgspec
 from opentelemetry.trace import Tracer
@@ -243,7 +243,15 @@ class QueueService:
     ) -> models.LeaseExtended:
         """Heartbeat: the lease of a held message ends ``ms`` from now."""
         check_range("ms", ms, 0, models.MAX_VISIBILITY_MS)
-        return await self._writer.write(delivering.ExtendLease(queue, msg_id, token, ms))
+        op = delivering.ExtendLease(queue, [(msg_id, token, ms)], single=True)
+        (done,) = await self._writer.write(op)  # (a miss raised)
+        return models.LeaseExtended(done.id, cast(int, done.lease_expires_at))
+
+    async def extend_leases(self, queue: str, items: delivering.Extends) -> delivering.ItemResults:
+        """Heartbeats of ``(id, token, ms)``: each ``extended``, ``lease_lost`` or ``not_found``."""
+        for _, _, ms in items:
+            check_range("ms", ms, 0, models.MAX_VISIBILITY_MS)
+        return await self._writer.write(delivering.ExtendLease(queue, items))
 
     async def stats(self, queue: str) -> models.Stats:
         """Depths and counters of a queue."""

@@ -61,10 +61,10 @@ KINDS: dict[str, SpanKind] = {
     "enqueue": SpanKind.PRODUCER,
     "poll": SpanKind.CONSUMER,
     **{name: SpanKind.INTERNAL for name in (
-        "ack", "nack", "extend_lease", "create_queue", "list_queues", "get_queue",
-        "update_queue", "delete_queue", "stats", "peek", "get_message", "remove_message",
-        "purge", "scan", "dlq_list", "dlq_requeue", "dlq_purge", "compact", "reap",
-        "create_key", "list_keys", "revoke_key",
+        "ack", "nack", "extend_lease", "extend_leases", "create_queue", "list_queues",
+        "get_queue", "update_queue", "delete_queue", "stats", "peek", "get_message",
+        "remove_message", "purge", "scan", "dlq_list", "dlq_requeue", "dlq_purge", "compact",
+        "reap", "create_key", "list_keys", "revoke_key",
     )},
 }
 """The traced operations and their span kinds."""

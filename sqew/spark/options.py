@@ -28,6 +28,13 @@ MAX_MESSAGES_PER_BATCH = 100_000
 DEFAULT_VISIBILITY_MS = 60_000
 DEFAULT_WRITE_BATCH = 1000
 MAX_WRITE_BATCH = 1000  # models.MAX_BATCH_ENQUEUE: one enqueue_batch call
+EXTEND_CHUNK = 1000  # models.MAX_BATCH_ENQUEUE: leases extended by one extend_leases call
+KEEP_ALIVE_MS_PER_CALL = 100
+"""What one keep-alive call (``extend_leases`` of up to ``EXTEND_CHUNK`` leases) is allowed to
+take when options are checked: a round trip to a busy server included."""
+KEEP_ALIVE_PASSES = 3
+"""Keep-alive passes a lease outlasts: every lease of a batch is extended at least every
+``visibilityMs / KEEP_ALIVE_PASSES`` (``sqew.spark.stream``)."""
 
 KNOWN = {
     "db": "db",
@@ -154,20 +161,42 @@ def parse(options: Mapping[str, Any]) -> SourceOptions:
     write_id = given.get("writeId") or None
     if write_id is not None and not re.fullmatch(r"[!-~]{1,64}", write_id):
         raise option_error("writeId", "must be 1 to 64 printable ASCII characters, no spaces")
+    max_messages = _int("maxMessagesPerBatch",
+                        given.get("maxMessagesPerBatch", str(DEFAULT_MAX_MESSAGES_PER_BATCH)),
+                        1, MAX_MESSAGES_PER_BATCH)
+    visibility_ms = _int("visibilityMs", given.get("visibilityMs", str(DEFAULT_VISIBILITY_MS)),
+                         1000, 43_200_000)
+    _check_keep_alive(max_messages, visibility_ms)
     return SourceOptions(
         queue=queue,
         db=db,
         url=url,
         api_key=api_key,
         source=source,
-        max_messages_per_batch=_int(
-            "maxMessagesPerBatch",
-            given.get("maxMessagesPerBatch", str(DEFAULT_MAX_MESSAGES_PER_BATCH)),
-            1, MAX_MESSAGES_PER_BATCH),
-        visibility_ms=_int("visibilityMs", given.get("visibilityMs", str(DEFAULT_VISIBILITY_MS)),
-                           1000, 43_200_000),
+        max_messages_per_batch=max_messages,
+        visibility_ms=visibility_ms,
         num_partitions=num_partitions,
         batch_size=_int("batchSize", given.get("batchSize", str(DEFAULT_WRITE_BATCH)),
                         1, MAX_WRITE_BATCH),
         write_id=write_id,
     )
+
+
+def keep_alive_calls(held: int) -> int:
+    """The ``extend_leases`` calls of one keep-alive pass over ``held`` leases."""
+    return -(-held // EXTEND_CHUNK)
+
+
+def _check_keep_alive(max_messages: int, visibility_ms: int) -> None:
+    """Refuse a stream whose batch's leases a keep-alive could not renew in time: a pass over
+    ``max_messages`` leases has to fit ``KEEP_ALIVE_PASSES`` times in a lease."""
+    calls = keep_alive_calls(max_messages)
+    least = KEEP_ALIVE_PASSES * calls * KEEP_ALIVE_MS_PER_CALL
+    if visibility_ms < least:
+        most = visibility_ms // (KEEP_ALIVE_PASSES * KEEP_ALIVE_MS_PER_CALL) * EXTEND_CHUNK
+        raise option_error("visibilityMs", (
+            f"{visibility_ms} ms is too short to keep the leases of a batch alive: "
+            f"maxMessagesPerBatch {max_messages} takes {calls} keep-alive calls of up to "
+            f"{EXTEND_CHUNK} leases, which must fit {KEEP_ALIVE_PASSES} times in a lease at up "
+            f"to {KEEP_ALIVE_MS_PER_CALL} ms a call: give visibilityMs of at least {least}, or "
+            f"maxMessagesPerBatch of at most {most}"))

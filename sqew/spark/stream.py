@@ -11,8 +11,12 @@ rates; a snapshot read is the parallel path for bulk).
 
 Offsets are ``{"batch": n}``, a counter of non-empty micro-batches. ``read(start)`` leases up
 to ``maxMessagesPerBatch`` messages (polls of at most 100) and returns them with the end offset
-``n + 1``; a daemon thread extends the leases of every batch not yet acked, so a slow batch
-does not lose them.
+``n + 1``. A daemon thread keeps the leases of every batch not yet acked (from its first poll
+on) alive, so a slow or large batch does not lose them: a pass extends them all in calls of up
+to 1000 (``Client.extend_leases``), and passes follow each other so that every lease is renewed
+about every ``visibilityMs / 3``, sooner by as long as a pass takes (``options`` refuses a
+``visibilityMs`` too short for ``maxMessagesPerBatch``; a pass that takes longer than a third
+of a lease is logged).
 
 When to ack: Spark calls ``commit(end)`` on a source only while it constructs the *next* batch
 (MicroBatchExecution commits batch N-1's offsets after logging batch N), so on a queue that has
@@ -35,6 +39,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -42,7 +47,7 @@ from pyspark.sql.datasource import SimpleDataSourceStreamReader
 
 from sqew import models, payloads
 from sqew.client.base import Client
-from sqew.spark.options import SourceOptions
+from sqew.spark.options import EXTEND_CHUNK, KEEP_ALIVE_PASSES, SourceOptions
 
 log = logging.getLogger("sqew.spark")
 
@@ -92,19 +97,24 @@ class SqewStreamReader(SimpleDataSourceStreamReader):
         client = self._connect()
         number = int(start["batch"])
         self._ack_through(number)  # batches up to start are in the sink's commit log
+        end = number + 1
         wanted = self.options.max_messages_per_batch
         leased: list[models.LeasedMessage] = []
+        held: list[tuple[int, str]] = []
+        with self._lock:
+            self._pending[end] = held  # kept alive while the polls go on, not only after
         while len(leased) < wanted:
             got = client.poll(self.options.queue, batch=min(POLL_BATCH, wanted - len(leased)),
                               visibility_ms=self.options.visibility_ms)
             leased.extend(got)
+            with self._lock:
+                held.extend((m.id, m.token) for m in got)
             if len(got) < POLL_BATCH:
                 break
         if not leased:
+            with self._lock:
+                del self._pending[end]
             return iter(()), start
-        end = number + 1
-        with self._lock:
-            self._pending[end] = [(m.id, m.token) for m in leased]
         return iter([leased_row(m) for m in leased]), {"batch": end}
 
     def readBetweenOffsets(
@@ -140,19 +150,51 @@ class SqewStreamReader(SimpleDataSourceStreamReader):
                         self.options.queue, lost, len(acks), number)
 
     def _keep_alive(self) -> None:
-        interval = self.options.visibility_ms / 3000
-        while not self._stop.wait(interval):
+        """Extend the held leases every ``visibilityMs / 3``, less the time a pass took."""
+        period = self.options.visibility_ms / 1000 / KEEP_ALIVE_PASSES
+        wait = period
+        while not self._stop.wait(wait):
+            started = time.monotonic()
+            held = self._extend_held()
+            took = time.monotonic() - started
+            wait = max(0.0, period - took)
+            if took > period:
+                log.warning("sqew stream on queue %s: extending %d leases took %.1f s, more "
+                            "than a third of visibilityMs (%d ms): raise visibilityMs or lower "
+                            "maxMessagesPerBatch, or leases may be lost", self.options.queue,
+                            held, took, self.options.visibility_ms)
+
+    def _extend_held(self) -> int:
+        """One keep-alive pass: every lease of a batch not yet acked extended by
+        ``visibilityMs``, in calls of up to 1000. How many there were."""
+        with self._lock:
+            held = [pair for pairs in self._pending.values() for pair in pairs]
+        client = self._client
+        if client is None or not held:
+            return 0
+        ms = self.options.visibility_ms
+        lost: set[tuple[int, str]] = set()
+        for i in range(0, len(held), EXTEND_CHUNK):
+            chunk = held[i:i + EXTEND_CHUNK]
+            try:
+                results = client.extend_leases(self.options.queue,
+                                               [(id, token, ms) for id, token in chunk])
+            except Exception as exc:  # the database or server away: the next pass tries again
+                if not self._stop.is_set():  # (stopping: the client is closed under it)
+                    log.warning("sqew stream on queue %s: extending leases failed: %s",
+                                self.options.queue, exc)
+                return len(held)
+            # (not_found: acked meanwhile, after this pass read what was held)
+            lost.update(pair for pair, r in zip(chunk, results, strict=True)
+                        if r.status == "lease_lost")
+        if lost:  # extended no more, acked never: said once
             with self._lock:
-                held = [pair for pairs in self._pending.values() for pair in pairs]
-            client = self._client
-            if client is None or not held:
-                continue
-            for id, token in held:
-                try:
-                    client.extend_lease(self.options.queue, id, token,
-                                        self.options.visibility_ms)
-                except Exception:  # acked meanwhile, or lost: nothing to keep
-                    continue
+                for pairs in self._pending.values():
+                    pairs[:] = [pair for pair in pairs if pair not in lost]
+            log.warning("sqew stream on queue %s: %d leases were lost before their batch was "
+                        "acked; those messages are delivered again", self.options.queue,
+                        len(lost))
+        return len(held)
 
     def stop(self) -> None:
         """Stop extending leases (uncommitted ones expire and are redelivered)."""

@@ -191,6 +191,37 @@ def test_ack_and_nack_of_several_report_each_and_fail_if_any_failed(sqew) -> Non
     assert single_ack.stdout == single_nack.stdout == ""
 
 
+def test_extend_lease_of_several_reports_each_and_fails_if_any_failed(sqew) -> None:
+    q = sqew.name("q")
+    with sqew.arrange(q) as client:
+        client.enqueue_batch(q, [{"payload": n} for n in range(2)])
+    id1, id2 = sqew.id(1), sqew.id(2)
+    h1, h2 = sqew.handles(sqew.json("message", "get", "--queue", q, "--batch", "2"))
+
+    both = sqew.json("message", "extend-lease", "--queue", q, "--ids", f"{h1},{h2}",
+                     "--ms", "60000")
+    assert [(r["id"], r["status"]) for r in both["results"]] == [
+        (id1, "extended"), (id2, "extended")]
+    assert [set(r) for r in both["results"]] == [{"id", "status", "lease_expires_at"}] * 2
+
+    stale = f"{id2}:not-the-token"
+    partial, human = sqew.many([
+        ("--json", "message", "extend-lease", "--queue", q, "--ids", f"{h1},{stale}",
+         "--ms", "60000"),
+        ("message", "extend-lease", "--queue", q, "--ids", f"{h2},{stale}", "--ms", "0"),
+    ])
+    sqew.assert_failed(partial, "LeaseLost")
+    results = partial.json()["results"]
+    assert results[1] == {"id": id2, "status": "lease_lost"}
+    assert (results[0]["id"], results[0]["status"]) == (id1, "extended")
+    sqew.assert_failed(human, "LeaseLost")
+    assert human.stdout.split() == [str(id2), "extended", str(id2), "lease_lost"]
+    # --id (one lease) or --ids (several): one of them, never both or neither.
+    sqew.usage_error("message", "extend-lease", "--queue", q, "--id", h1, "--ids", h1,
+                     "--ms", "1")
+    sqew.usage_error("message", "extend-lease", "--queue", q, "--ms", "1")
+
+
 def test_human_output(sqew) -> None:
     jobs, other = sqew.name("jobs"), sqew.name("other")
     with sqew.arrange(jobs) as client:

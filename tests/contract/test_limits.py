@@ -20,6 +20,7 @@ CALLS: list[tuple[str, Callable[[sqew.Client], Any], str]] = [
     ("nack", lambda c: c.nack("q", BIG, "t"), "id"),
     ("nack_batch", lambda c: c.nack_batch("q", [{"id": BIG, "token": "t"}]), "nacks[0].id"),
     ("extend_lease", lambda c: c.extend_lease("q", BIG, "t", 1), "id"),
+    ("extend_leases", lambda c: c.extend_leases("q", [(BIG, "t", 1)]), "extends[0].id"),
     ("dlq_requeue", lambda c: c.dlq_requeue("q", [BIG]), "ids[0]"),
     ("get_message", lambda c: c.get_message("q", BIG), "id"),
     ("remove_message", lambda c: c.remove_message("q", BIG), "id"),

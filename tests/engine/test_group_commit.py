@@ -259,6 +259,33 @@ def test_acks_of_one_group_share_one_count_and_keep_per_item_statuses(db: Path) 
         assert (stats.acked_total, stats.leased, stats.ready) == (5, 1, 0)
 
 
+def test_extends_of_one_group_run_merged_and_a_single_one_that_missed_fails_alone(
+    db: Path,
+) -> None:
+    with sqew.Client(str(db)) as c:
+        c.enqueue_batch("q", [{"payload": i} for i in range(4)])
+        held = c.poll("q", batch=4)
+    a, b, d, e = held
+    sql: list[str] = []
+
+    async def body(s: QueueService) -> list[Any]:
+        return await settle([
+            soon(s.extend_leases("q", [(a.id, a.token, 60_000), (b.id, "stale", 60_000)])),
+            soon(s.extend_lease("q", d.id, "stale", 60_000)),  # the single form: an error
+            soon(s.extend_lease("q", e.id, e.token, 60_000)),
+            soon(s.extend_leases("q", [(b.id, b.token, 0)])),  # b given back
+        ])
+
+    first, missed, single, back = on_loop(db, body, sql)
+    assert [r.status for r in first] == ["extended", "lease_lost"]
+    assert (missed, single.id, [r.status for r in back]) == ("LeaseLost", e.id, ["extended"])
+    assert sum(1 for s in sql if s.strip().upper() == "COMMIT") == 1
+    if not isinstance(db, Path):  # PostgreSQL: one statement extends the whole group's
+        assert sum(1 for s in sql if s.lstrip().startswith("UPDATE messages m SET")) == 1
+    with sqew.Client(str(db)) as c:
+        assert [m.id for m in c.poll("q", batch=4)] == [b.id]
+
+
 def test_the_wal_starts_over_under_steady_group_commits_and_the_checkpointer_stops(
     tmp_path: Path,
 ) -> None:

@@ -141,10 +141,14 @@ def every_statement(calls: Calls) -> None:
     assert tx.idempotency_keys(qid, ids[0], ids[-1], now) == {ids[0]: "k"}
     assert tx.message_exists(qid, b.id)
     assert tx.attempts_if_token(qid, b.id, b.token) == 1
-    tx.release(b.id, now + 50, "err")
-    assert tx.extend(qid, c.id, c.token, now + 10)
+    assert not tx.release(qid, b.id, "other", now + 50, "err")  # not the lease's token
+    assert tx.release(qid, b.id, b.token, now + 50, "err")
+    assert tx.extend(qid, [(c.id, c.token, now + 5), (c.id, "other", now), (999, "t", now),
+                      (c.id, c.token, now + 10)]) == [True, False, None, True]
     assert tx.next_due(qid, now) == now + 10
-    tx.dead_letter(b.id, dlq, now, None, "q")
+    (b,) = tx.claim(qid, False, now + 50, 1, now + 150)
+    assert not tx.dead_letter(qid, b.id, "other", dlq, now, None, "q")
+    assert tx.dead_letter(qid, b.id, b.token, dlq, now, None, "q")
     with tx.savepoint():
         assert tx.get_queue_for_claim("q", now + 10)[1]
         q = tx.get_queue("q")

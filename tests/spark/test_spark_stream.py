@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -97,3 +98,59 @@ def test_bad_stream_option_names_it(spark: Any, tmp_path: Path) -> None:
     with pytest.raises(Exception, match="option 'maxMessagesPerBatch'"):
         spark.readStream.format("sqew").option("db", str(tmp_path / "x.db")) \
             .option("queue", "q").option("maxMessagesPerBatch", "0").load()
+
+
+def test_a_slow_batch_of_thousands_keeps_every_lease_from_a_competing_consumer(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The batch holds its 3000 leases of 1.5 s for three leases' length while another
+    consumer polls the queue: it gets nothing, and every ack of the batch succeeds."""
+    db, n, vis = str(tmp_path / "k.db"), 3000, 1500
+    with sqew.Client(db) as c:
+        c.create_queue("q", max_attempts=100)
+        for first in range(0, n, 1000):
+            c.enqueue_batch("q", [{"payload": i} for i in range(first, first + 1000)])
+    running, competed = threading.Event(), threading.Event()
+    taken: list[int] = []
+
+    def compete() -> None:  # polls for three leases' length while the batch runs
+        try:
+            if not running.wait(120):
+                return
+            with sqew.Client(db) as other:
+                until = time.monotonic() + 3 * vis / 1000
+                while time.monotonic() < until:
+                    taken.extend(m.id for m in other.poll("q", batch=100, wait_ms=100))
+        finally:
+            competed.set()
+
+    def slow_sink(batch: Any, batch_id: int) -> None:
+        if batch.count():
+            running.set()
+            competed.wait(120)
+
+    competitor = threading.Thread(target=compete)
+    competitor.start()
+    query = (spark.readStream.format("sqew").option("db", db).option("queue", "q")
+             .option("maxMessagesPerBatch", str(n)).option("visibilityMs", str(vis)).load()
+             .writeStream.foreachBatch(slow_sink).start())
+    try:
+        wait_for(competed.is_set, "the competing consumer's polls")
+        query.processAllAvailable()  # the next batch's read acks this one
+        wait_for(lambda: remaining(db) == 0, "the batch's acks")
+    finally:
+        query.stop()
+        running.set()
+        competitor.join(120)
+    assert taken == []
+    with sqew.Client(db) as c:
+        s = c.stats("q")
+        assert (s.acked_total, s.ready, s.leased) == (n, 0, 0)
+
+
+def test_leases_that_cannot_be_kept_alive_are_refused(spark: Any, tmp_path: Path) -> None:
+    # 100000 leases take 100 keep-alive calls: a lease of 10 s does not leave room for them.
+    with pytest.raises(Exception, match=r"option 'visibilityMs': .*maxMessagesPerBatch"):
+        spark.readStream.format("sqew").option("db", str(tmp_path / "x.db")) \
+            .option("queue", "q").option("maxMessagesPerBatch", "100000") \
+            .option("visibilityMs", "10000").load()

@@ -33,6 +33,7 @@ from sqew import errors
 from sqew.backends.base import ClaimQueue, MessageRow, NewMessage, QueueLimits
 from sqew.backends.postgres.connection import CHANNEL
 from sqew.backends.sql import SqlTx, in_delivery_order
+from sqew.backends.sql_held import ARCHIVED
 
 _MSG_COLS = ", ".join(MessageRow._fields)
 # What a claim reads of its queue: ``ClaimQueue``'s columns, then what a wrong guess of the
@@ -71,8 +72,6 @@ _ENQUEUE_MANY = _enqueue_sql(
 _ROW_COLUMNS = ("p", "pr", "a", "e", "av", "x", "l", "tp", "ts")  # NewMessage[1:]
 _encode_rows = msgspec.json.Encoder().encode
 
-_ARCHIVED = ("id", "queue_id", "payload", "priority", "attributes", "attempts", "enqueued_at",
-             "last_error", "traceparent", "tracestate")
 
 
 def _ack_sql(items: str, acked: str, archive: bool) -> str:
@@ -82,10 +81,10 @@ def _ack_sql(items: str, acked: str, archive: bool) -> str:
     ``archive``, and ``"<id> <token>"`` of each message acked (the queue's other columns
     would cost more to send and read than the rest of the answer). Only a statement for an
     archiving queue reads the messages' columns and has the archive's ``INSERT``."""
-    returned = ", ".join(f"m.{c}" for c in (*_ARCHIVED, "token")) if archive else "m.id, m.token"
+    returned = ", ".join(f"m.{c}" for c in (*ARCHIVED, "token")) if archive else "m.id, m.token"
     archived = (
-        f"arch AS (INSERT INTO archive ({', '.join(_ARCHIVED)}, acked_at) "
-        f"SELECT {', '.join(_ARCHIVED)}, %(now)s FROM d), " if archive else ""
+        f"arch AS (INSERT INTO archive ({', '.join(ARCHIVED)}, acked_at) "
+        f"SELECT {', '.join(ARCHIVED)}, %(now)s FROM d), " if archive else ""
     )
     return (
         "WITH q AS MATERIALIZED (SELECT id, archive FROM queues WHERE name = %(name)s "

@@ -52,6 +52,17 @@ _LOCK_NAMED = (
 )
 
 
+# Every lease of a keep-alive in one statement: the items travel as one array per column. The
+# ids are the index condition; the unary `+` keeps the planner off the indexes that lead with
+# queue_id (see ``hot``'s ack).
+_EXTEND = (
+    "UPDATE messages m SET lease_expires_at = v.until FROM unnest(CAST(:ids AS BIGINT[]), "
+    "CAST(:tokens AS TEXT[]), CAST(:untils AS BIGINT[])) AS v(id, token, until) "
+    "WHERE m.id = v.id AND m.token = v.token AND +m.queue_id = :q RETURNING m.id, m.token"
+)
+_THERE = "SELECT id FROM messages WHERE id = ANY(CAST(:ids AS BIGINT[])) AND +queue_id = :q"
+
+
 class _Statements(PyformatConnection):
     """``PyformatConnection`` that sends a pending ``BEGIN`` in one round trip with the
     transaction's first statement (psycopg's pipeline mode)."""
@@ -209,6 +220,20 @@ class PostgresTx(PostgresHot, SqlTx):
         columns = zip(*rows, strict=True)
         params = {col: list(values) for col, values in zip(_COLUMNS, columns, strict=True)}
         return sorted(int(r[0]) for r in self._all(_INSERT_MANY, params))
+
+    def extend(self, queue_id: int, items: Sequence[tuple[int, str, int]]) -> list[bool | None]:
+        """One statement for every item, and one more for the items that missed, if any.
+        (An UPDATE changes a row once: of an item repeated, the last ``until`` is sent.)"""
+        last = {(msg_id, token): until for msg_id, token, until in items}
+        done = {(int(i), str(t)) for i, t in self._all(_EXTEND, {
+            "ids": [i for i, _ in last], "tokens": [t for _, t in last],
+            "untils": list(last.values()), "q": queue_id})}
+        missed = sorted({i for i, t, _ in items if (i, t) not in done})
+        there: set[int] = set()
+        if missed:
+            there = {int(r[0]) for r in self._all(_THERE, {"ids": missed, "q": queue_id})}
+        return [True if (i, t) in done else (False if i in there else None)
+                for i, t, _ in items]
 
     def reap_dedup(self, queue_id: int | None, now: int, limit: int) -> int:
         """By ``ctid`` (the row's physical address): no key lookup per deleted row. Records an

@@ -1,7 +1,8 @@
 """Message endpoints: enqueue, poll, ack, nack, extend-lease, stats, peek, get, remove, purge.
 
-Enqueue, ack and nack take one item or a batch (``{"messages"|"acks"|"nacks": [...]}``); a
-single ack or nack that fails answers with the error codes, a batch with per-item statuses.
+Enqueue, ack, nack and extend-lease take one item or a batch (``{"messages"|"acks"|"nacks"|
+"extends": [...]}``); a single ack, nack or extend-lease that fails answers with the error
+codes, a batch with per-item statuses.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ Req = Request[Any, Any, Any]
 _MESSAGES = wire.batch_key(b"messages")
 _ACKS = wire.batch_key(b"acks")
 _NACKS = wire.batch_key(b"nacks")
+_EXTENDS = wire.batch_key(b"extends")
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 _IDEMPOTENCY_HEADER = IDEMPOTENCY_HEADER.lower().encode()
@@ -226,28 +228,38 @@ async def ack(request: Req, q: wire.QueuePath) -> ASGIApp:
 
 @post("/queues/{q:str}/nack", operation_id="nack", status_code=200,
       opt={"access": "consume",
-           "body": models.NackIn | models.NackBatchIn}, summary="Release leases for a retry")
-async def nack(request: Req, q: wire.QueuePath) -> models.ResultList:
+           "body": models.NackIn | models.NackBatchIn, "returns": models.ResultList},
+      summary="Release leases for a retry")
+async def nack(request: Req, q: wire.QueuePath) -> ASGIApp:
     """Nack ``{"id", "token", "delay_ms"?, "error"?}`` or ``{"nacks": [...]}``."""
     rt = runtime(request)
     body = await wire.read_body(request, rt.settings.max_body_bytes)
     if _NACKS.match(body):
         items = wire.decode(body, models.NackBatchIn, rt.settings.max_json_depth).nacks
-        return models.ResultList(await rt.service.nack(q, items))
+        return JsonResponse(models.ResultList(await rt.service.nack(q, items)))
     one = wire.decode(body, models.NackIn, rt.settings.max_json_depth)
     (result,) = await rt.service.nack(q, [one])
     if result.status in errors.ITEM_ERRORS:
         raise errors.for_item(result.status, result.id)
-    return models.ResultList([result])
+    return JsonResponse(models.ResultList([result]))
 
 
 @post("/queues/{q:str}/extend-lease", operation_id="extendLease", status_code=200,
-      opt={"access": "consume", "body": models.ExtendLeaseIn}, summary="Extend a lease (heartbeat)")
-async def extend_lease(request: Req, q: wire.QueuePath) -> models.LeaseExtended:
-    """Set the lease of a held message to end ``ms`` from now."""
+      opt={"access": "consume", "body": models.ExtendLeaseIn | models.ExtendLeaseBatchIn,
+           "returns": models.LeaseExtended | models.ResultList},
+      summary="Extend leases (heartbeat)")
+async def extend_lease(request: Req, q: wire.QueuePath) -> ASGIApp:
+    """Set the lease of a held message to end ``ms`` from now: ``{"id", "token", "ms"}``
+    (``{"id", "lease_expires_at"}``; a miss answers with the error codes), or
+    ``{"extends": [...]}`` (per-item statuses)."""
     rt = runtime(request)
-    item = await wire.read_json(request, models.ExtendLeaseIn, rt.settings)
-    return await rt.service.extend_lease(q, item.id, item.token, item.ms)
+    body = await wire.read_body(request, rt.settings.max_body_bytes)
+    if _EXTENDS.match(body):
+        items = wire.decode(body, models.ExtendLeaseBatchIn, rt.settings.max_json_depth).extends
+        results = await rt.service.extend_leases(q, [(e.id, e.token, e.ms) for e in items])
+        return JsonResponse(models.ResultList(results))
+    one = wire.decode(body, models.ExtendLeaseIn, rt.settings.max_json_depth)
+    return JsonResponse(await rt.service.extend_lease(q, one.id, one.token, one.ms))
 
 
 @get("/queues/{q:str}/stats", operation_id="getStats", summary="Queue depths and counters",
