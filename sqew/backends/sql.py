@@ -24,6 +24,7 @@ from sqew.backends.sql_held import HeldStatements
 from sqew.backends.sql_hot import HotStatements
 from sqew.backends.sql_keys import KeyStatements
 from sqew.backends.sql_queues import ENDED_LEASES, QueueStatements
+from sqew.backends.sql_reaps import ReapStatements
 from sqew.backends.sql_scans import ScanStatements
 
 _MSG_COLS = ", ".join(MessageRow._fields)
@@ -41,7 +42,8 @@ LEASE_EXPIRED = "lease expired"
 
 
 class SqlTx(
-    HotStatements, HeldStatements, QueueStatements, KeyStatements, ScanStatements, Tx
+    HotStatements, HeldStatements, QueueStatements, KeyStatements, ScanStatements,
+    ReapStatements, Tx,
 ):
     """The contract's statements on one DB-API connection inside an open transaction.
 
@@ -332,38 +334,6 @@ class SqlTx(
         )[0]
         return LiveCounts(int(leased), delayed, int(expired), int(ending or 0),
                           _earliest(oldest, first))
-
-    def reap_messages(self, queue_id: int, now: int, limit: int) -> int:
-        return self._rowcount(
-            "DELETE FROM messages WHERE id IN (SELECT id FROM messages WHERE queue_id = :q "
-            "AND expires_at <= :now LIMIT :n)",
-            {"now": now, "q": queue_id, "n": limit},
-        )
-
-    def reap_dedup(self, queue_id: int | None, now: int, limit: int) -> int:
-        # (queue_id, key) is the table's key (its unique constraint).
-        where = "expires_at <= :now" + (" AND queue_id = :q" if queue_id is not None else "")
-        return self._rowcount(
-            "DELETE FROM dedup WHERE (queue_id, key) IN "
-            f"(SELECT queue_id, key FROM dedup WHERE {where} LIMIT :n)",
-            {"now": now, "q": queue_id, "n": limit},
-        )
-
-    def reap_archive(self, queue_id: int, acked_before: int, limit: int) -> int:
-        # (queue_id, id) leads the archive's index: the inner select walks one queue's rows.
-        return self._rowcount(
-            "DELETE FROM archive WHERE id IN (SELECT id FROM archive WHERE queue_id = :q "
-            "AND acked_at <= :before LIMIT :n)",
-            {"q": queue_id, "before": acked_before, "n": limit},
-        )
-
-    def reap_archive_head(self, queue_id: int, acked_before: int, limit: int) -> int:
-        # Reads at most ``limit`` index entries and rows, however large the archive.
-        return self._rowcount(
-            "DELETE FROM archive WHERE id IN (SELECT id FROM (SELECT id, acked_at FROM archive "
-            "WHERE queue_id = :q ORDER BY id LIMIT :n) AS head WHERE acked_at <= :before)",
-            {"q": queue_id, "before": acked_before, "n": limit},
-        )
 
 
 def _chunks(items: Sequence[int], size: int) -> list[Sequence[int]]:

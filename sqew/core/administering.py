@@ -171,6 +171,11 @@ def stats(tx: Tx, row: QueueRow, now: int) -> models.Stats:
     return views.stats(row, 0, tx.counts(row.id, now), now, arriving=arriving)
 
 
+def queue_stats(tx: Tx, queue: str, now: int) -> models.Stats:
+    """``stats`` of the queue named ``queue``."""
+    return stats(tx, queue_row(tx, queue), now)
+
+
 def all_stats(tx: Tx, now: int) -> list[models.Stats]:
     """``stats`` of every queue, DLQs included, by name (``Tx.all_counts``: one statement)."""
     rows = tx.all_counts(now)

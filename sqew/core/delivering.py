@@ -255,9 +255,11 @@ class ExtendLease(Op[ItemResults]):
         self.queue = queue
         self.items = items
         self.single = single
-        # A lease ended at once (``ms`` 0, "give it back") makes the message ready now;
-        # waiting polls would otherwise sleep until the old lease end.
-        self.notify = (queue,) if any(ms == 0 for _, _, ms in items) else ()
+        # A lease that now ends sooner than the longest wait (0: "give it back") may make
+        # the message ready before the old end a waiting poll sleeps until: wake them. A
+        # later end cannot matter to a poll waiting now (its wait ends first): heartbeats
+        # wake nobody.
+        self.notify = (queue,) if any(ms < models.MAX_WAIT_MS for _, _, ms in items) else ()
 
     def key(self) -> Hashable | None:
         return ("extend", self.queue)

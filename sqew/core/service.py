@@ -1,4 +1,5 @@
-"""QueueService: every rule of SPEC §1 behind one method per operation, the only writer of state.
+"""QueueService: every rule of the queue (docs/rest.md) behind one method per operation, the only
+writer of state.
 
 The rules live in the modules of their job — ``producing`` (enqueue), ``delivering`` (claim,
 ack, nack, extend-lease), ``administering`` (queues, purges, the DLQ), ``maintenance`` (reaper,
@@ -6,13 +7,11 @@ compaction), ``waiting`` (long polls) — as operations (``sqew.core.writer.Op``
 validates arguments, hands each operation to the writer chosen when the service was built, and
 runs reads through ``offload``. Writes that may take long (purges, removing a queue, the DLQ's
 requeue, compaction) run in a transaction of their own through ``offload`` too, so that in a
-server they never stop the event loop. Every transport (the embedded Client and the CLI, the REST
-server, the SQS adapter and Worker to come) calls these same methods.
+server they never stop the event loop. Every transport calls these same methods.
 
-The methods are coroutines. The embedded Client's writer (``DirectWriter``) and ``inline``
-offload never suspend, so it runs them with ``writer.run_sync``; only a long poll that waits
-needs an event loop. A server builds the service on its loop with ``group_commit=True`` and a
-thread pool as ``offload``.
+The methods are coroutines. The embedded Client's writer and offload never suspend (it runs
+them with ``writer.run_sync``; a long poll that waits needs a loop); a server builds the service
+on its loop with ``group_commit=True`` and a thread pool as ``offload``.
 """
 
 from __future__ import annotations
@@ -249,15 +248,13 @@ class QueueService:
 
     async def extend_leases(self, queue: str, items: delivering.Extends) -> delivering.ItemResults:
         """Heartbeats of ``(id, token, ms)``: each ``extended``, ``lease_lost`` or ``not_found``."""
-        for _, _, ms in items:
+        for *_, ms in items:
             check_range("ms", ms, 0, models.MAX_VISIBILITY_MS)
         return await self._writer.write(delivering.ExtendLease(queue, items))
 
     async def stats(self, queue: str) -> models.Stats:
         """Depths and counters of a queue."""
-        return await self._read(
-            lambda tx, now: admin.stats(tx, delivering.queue_row(tx, queue), now)
-        )
+        return await self._read(lambda tx, now: admin.queue_stats(tx, queue, now))
 
     async def all_stats(self) -> list[models.Stats]:
         """The stats of every queue, DLQs included, by name: one statement, however many

@@ -159,3 +159,15 @@ def test_woken_when_an_ack_and_a_requeue_leave_the_depth_as_it_was(
     assert holder.dlq_requeue("q").requeued == 1
     (got,) = poller.woken()
     assert got.id == failed
+
+
+def test_woken_by_a_lease_shortened_from_another_process(realtime_target: Target) -> None:
+    client = realtime_target.client
+    client.create_queue("q", visibility_ms=600_000)
+    msg_id = client.enqueue("q", "held").message_id
+    holder = another_process(realtime_target)
+    (held,) = holder.poll("q")
+    poller = started(Poller(client, "q", wait_ms=LONGEST_WAIT_MS))
+    holder.extend_lease("q", held.id, held.token, 1000)  # ends in a second, not in ten minutes
+    (m,) = poller.woken()
+    assert m.id == msg_id
