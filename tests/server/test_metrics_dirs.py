@@ -66,33 +66,34 @@ def test_a_killed_servers_metrics_directory_goes_once_its_processes_are_gone(
     env = {"TMPDIR": str(tmp)}
     db = tmp_path / "q.db"
     orphans: list[psutil.Process] = []
-    try:
-        with serve(db, "--workers", "2", env=env) as killed:
+    # Nested: a server's stderr ends only once its orphaned workers are gone too.
+    with serve(db, "--workers", "2", env=env) as killed:
+        try:
             killed_dir = _new_dir(tmp, set())
             orphans = _workers(killed.proc.pid, 2)
             os.kill(killed.proc.pid, signal.SIGKILL)  # its workers live on, orphaned
             killed.proc.wait(STOP_S)
-        # A copy of it that belongs to another user (it is another user's to remove).
-        foreign = killed_dir.with_name(killed_dir.name + "-foreign")
-        shutil.copytree(killed_dir, foreign)
-        owned_by_another = os.geteuid() == 0
-        if owned_by_another:
-            for path in [foreign, *foreign.iterdir()]:
-                os.chown(path, 65534, 65534)
+            # A copy of it that belongs to another user (it is another user's to remove).
+            foreign = killed_dir.with_name(killed_dir.name + "-foreign")
+            shutil.copytree(killed_dir, foreign)
+            owned_by_another = os.geteuid() == 0
+            if owned_by_another:
+                for path in [foreign, *foreign.iterdir()]:
+                    os.chown(path, 65534, 65534)
 
-        with serve(db, "--workers", "2", env=env) as live:
-            live_dir = _new_dir(tmp, {killed_dir, foreign})
-            assert killed_dir.is_dir()  # its workers still write there
+            with serve(db, "--workers", "2", env=env) as live:
+                live_dir = _new_dir(tmp, {killed_dir, foreign})
+                assert killed_dir.is_dir()  # its workers still write there
 
+                _kill(orphans)
+                with serve(db, "--workers", "2", env=env) as third:
+                    third_dir = _new_dir(tmp, {killed_dir, foreign, live_dir})
+                    assert not killed_dir.exists()  # every process of it is gone
+                    assert live_dir.is_dir()  # a running server's
+                    assert foreign.is_dir() == owned_by_another
+                    assert third.stop(signal.SIGTERM) == 0
+                    assert "removed the metrics directory" in third.stderr()
+                assert not third_dir.exists()  # a server stopped by a signal removes its own
+                assert live.stop(signal.SIGTERM) == 0
+        finally:
             _kill(orphans)
-            with serve(db, "--workers", "2", env=env) as third:
-                third_dir = _new_dir(tmp, {killed_dir, foreign, live_dir})
-                assert not killed_dir.exists()  # every process of it is gone
-                assert live_dir.is_dir()  # a running server's
-                assert foreign.is_dir() == owned_by_another
-                assert third.stop(signal.SIGTERM) == 0
-            assert not third_dir.exists()  # a server stopped by a signal removes its own
-            assert live.stop(signal.SIGTERM) == 0
-        assert "removed the metrics directory" in third.stderr()
-    finally:
-        _kill(orphans)
