@@ -11,7 +11,7 @@ import time
 from typing import IO
 
 import pytest
-from cli_support import TIMEOUT_S, end
+from process_support import TIMEOUT_S, end
 
 
 def _ready(sqew, queue: str) -> list:

@@ -19,15 +19,8 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_support import (
-    LOG_WAITS,
-    TIMEOUT_S,
-    Lines,
-    clean_env,
-    end,
-    foreground,
-    sqew_binary,
-)
+from cli_support import clean_env, sqew_binary
+from process_support import LOG_WAITS, TIMEOUT_S, Lines, end, foreground
 
 linux_only = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc/<pid>/maps")
 EARLY_EXTENSION = "msgspec/_core"
