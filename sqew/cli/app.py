@@ -11,15 +11,15 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, TextIO
 from urllib.parse import urlsplit
 
 import typer
 import typer.main
 
 from sqew import __version__, errors
+from sqew.cli import debug_log, interrupts, params
 from sqew.cli import errors as cli_errors
-from sqew.cli import params
 from sqew.cli.state import State
 
 HELP = """sqew: a lightweight, reliable at-least-once message queue.
@@ -114,6 +114,7 @@ def root(
                      help="Print the version and exit."),
     ] = False,
 ) -> None:
+    debug_log.from_env()
     if url:
         url = _choose_url(ctx, url)
     if not url:
@@ -265,10 +266,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         return cli_errors.report_usage(exc)
     except KeyboardInterrupt:
         return cli_errors.EXIT_INTERRUPTED
-    except BrokenPipeError:
-        # The reader went away (`sqew queue peek | head`): stop quietly, and point stdout at
-        # /dev/null so the interpreter's final flush cannot complain either.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except BrokenPipeError:  # the reader went away: stop quietly
+        _reader_gone(sys.stdout)
         return cli_errors.EXIT_FAILED
     except Exception as exc:
         return cli_errors.unexpected(exc)
@@ -276,5 +275,36 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Console-script entry point: run ``sqew`` and exit with its status."""
-    sys.exit(run(argv))
+    """Run ``sqew`` as the process (``sqew.cli.main`` calls it): exit with its status.
+
+    While the command runs, Ctrl-C raises ``KeyboardInterrupt`` (``run`` makes it 130); before
+    and after, it ends the process at once with 130 (``sqew.cli.interrupts``).
+    """
+    ours = interrupts.take_over()
+    try:
+        with interrupts.raising(ours):
+            status = run(argv)
+    except KeyboardInterrupt:  # one that came just outside run's own handlers
+        status = cli_errors.EXIT_INTERRUPTED
+    sys.exit(_flushed(status))
+
+
+def _flushed(status: int) -> int:
+    """Write out stdout and stderr now, not at the interpreter's exit; ``status``, or 1 if
+    the reader of one went away."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except BrokenPipeError:
+            _reader_gone(stream)
+            status = status or cli_errors.EXIT_FAILED
+        except (OSError, ValueError):  # closed: nothing more can be written anyway
+            pass
+    return status
+
+
+def _reader_gone(stream: TextIO) -> None:
+    """The reader of ``stream`` went away (``sqew queue peek | head``): point it at
+    /dev/null, so that no later flush (the interpreter's own at exit) can complain."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())

@@ -1,7 +1,8 @@
 """The CLI's one error table: how every failure becomes a stderr line and an exit status.
 
-SPEC §3: 0 success, 1 the operation failed (one line ``error: <Code>: <message>``), 2 usage
-error. Nothing internal (tracebacks, SQL, paths of sqew's own files) reaches the user.
+docs/cli.md: 0 success, 1 the operation failed (one line ``error: <Code>: <message>``), 2
+usage error, 128 + its number when a signal stopped it (``sqew.cli.interrupts``). Nothing
+internal (tracebacks, SQL, paths of sqew's own files) reaches the user.
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ import sys
 import typer
 
 from sqew import errors
+from sqew.cli import interrupts
 from sqew.escapes import escape_controls
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
+EXIT_INTERRUPTED = interrupts.EXIT_INTERRUPTED  # 130: 128 + SIGINT, what shells report
 
 
 def error_line(exc: errors.SqewError) -> str:
@@ -27,7 +29,7 @@ def error_line(exc: errors.SqewError) -> str:
 
 
 def report(exc: errors.SqewError) -> int:
-    """Print ``exc`` as SPEC's error line on stderr; returns the exit status (1).
+    """Print ``exc`` as the error line of docs/cli.md on stderr; returns the exit status (1).
 
     Problems in the server settings are one block: the error line, then one indented line
     per problem (``sqew.config_layers.SettingsError``).
