@@ -264,6 +264,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         return cli_errors.EXIT_FAILED
     except typer.TyperException as exc:  # usage errors: Click's exceptions derive from it
         return cli_errors.report_usage(exc)
+    except interrupts.Terminated:
+        return interrupts.EXIT_TERMINATED
     except KeyboardInterrupt:
         return cli_errors.EXIT_INTERRUPTED
     except BrokenPipeError:  # the reader went away: stop quietly
@@ -284,7 +286,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         with interrupts.raising(ours):
             status = run(argv)
-    except KeyboardInterrupt:  # one that came just outside run's own handlers
+    except interrupts.Terminated:  # one that came just outside run's own handlers
+        status = interrupts.EXIT_TERMINATED
+    except KeyboardInterrupt:
         status = cli_errors.EXIT_INTERRUPTED
     sys.exit(_flushed(status))
 

@@ -66,20 +66,37 @@ def take_over() -> bool:
     return True
 
 
+class Terminated(BaseException):
+    """A SIGTERM stopped the command (``timeout``, systemd and Kubernetes stop jobs so): it
+    unwinds as a Ctrl-C does, cleaning up on the way (``finally``, context managers), and the
+    run exits with 143. Not a ``KeyboardInterrupt``: Typer would answer that with 130."""
+
+
 class raising:
-    """While the block runs, Ctrl-C raises ``KeyboardInterrupt``; before and after, it ends
-    the process at once (``take_over``). Nothing changes when SIGINT is not ``ours``."""
+    """While the block runs, Ctrl-C raises ``KeyboardInterrupt`` and SIGTERM ``Terminated``;
+    before and after, Ctrl-C ends the process at once (``take_over``). Nothing changes for a
+    signal that is not ``ours`` (SIGINT) or not at its default (SIGTERM)."""
 
     def __init__(self, ours: bool) -> None:
         self._ours = ours
+        self._term = False
 
     def __enter__(self) -> None:
         if self._ours:
             _signal.signal(_signal.SIGINT, _signal.default_int_handler)
+        if _signal.getsignal(_signal.SIGTERM) == _signal.SIG_DFL:
+            _signal.signal(_signal.SIGTERM, _raise_terminated)
+            self._term = True
 
     def __exit__(self, *exc: object) -> None:
         if self._ours:
             _signal.signal(_signal.SIGINT, _exit_at_once)
+        if self._term:
+            _signal.signal(_signal.SIGTERM, _signal.SIG_DFL)
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise Terminated
 
 
 def _exit_at_once(signum: int, frame: FrameType | None) -> None:
@@ -94,6 +111,8 @@ def _quiet_interrupt(previous: ExceptHook) -> ExceptHook:
              tb: TracebackType | None) -> None:
         if issubclass(kind, KeyboardInterrupt):
             os._exit(EXIT_INTERRUPTED)
+        if issubclass(kind, Terminated):
+            os._exit(EXIT_TERMINATED)
         previous(kind, value, tb)
 
     return hook

@@ -1,5 +1,6 @@
-"""Signals (docs/cli.md, "Signals"): Ctrl-C at any moment exits 130 without a word; a command
-started with SIGINT ignored (a background job) keeps ignoring it.
+"""Signals (docs/cli.md, "Signals"): Ctrl-C at any moment exits 130 without a word, SIGTERM
+during a command stops it alike with 143; a command started with SIGINT ignored (a background
+job) keeps ignoring it.
 
 Each command is the installed ``sqew`` in a subprocess given SIGINT and SIGTERM at their
 defaults, as a terminal's foreground command has them (``cli_support.foreground``), and each
@@ -75,7 +76,11 @@ def test_ctrl_c_while_python_dash_m_sqew_starts_exits_130_quietly(tmp_path: Path
     assert (proc.returncode, out, err) == (130, b"", b"")
 
 
-def test_ctrl_c_during_a_long_poll_exits_130_quietly(sqew) -> None:
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)],
+                         ids=["SIGINT", "SIGTERM"])
+def test_a_signal_during_a_long_poll_ends_it_quietly_leasing_nothing(
+    sqew, signum: int, status: int
+) -> None:
     q = sqew.name("q")
     sqew.arrange(q).close()
     proc = sqew.start("message", "poll", "--queue", q, "--wait-ms", "20000", env=LOG_WAITS)
@@ -83,12 +88,15 @@ def test_ctrl_c_during_a_long_poll_exits_130_quietly(sqew) -> None:
     err = Lines(proc.stderr)
     try:
         sqew.until_parked(q, err)
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(TIMEOUT_S) == 130
+        proc.send_signal(signum)
+        assert proc.wait(TIMEOUT_S) == status
         out, stderr = proc.stdout.read(), err.rest()
     finally:
         end(proc)
     assert out == b"" and _only_debug_lines(stderr), stderr
+    with sqew.arrange() as client:
+        client.enqueue(q, "after")
+        assert client.stats(q).leased == 0
 
 
 def _ignoring_sigint() -> None:
