@@ -121,6 +121,8 @@ def root(
         params.check_database(db)
     state = State(db=db, url=url, api_key=api_key, json=json_, ca_cert=ca_cert, wide=wide)
     state.hmac_secret = hmac_secret or None
+    if isinstance(ctx.obj, list):  # run's: how an error of the command is to be printed
+        ctx.obj.append(state)
     ctx.obj = state
     ctx.call_on_close(state.close)
 
@@ -250,14 +252,16 @@ def _no_flag_metavars(command: Any) -> None:
 def run(argv: Sequence[str] | None = None) -> int:
     """Run ``sqew`` with ``argv`` (default: the process's) and return its exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
+    states: list[State] = []  # the root callback's, once the global options are parsed
     try:
         command = typer.main.get_command(app)
         _no_flag_metavars(command)
         result = command.main(
-            args=hoist_globals(command, args), prog_name="sqew", standalone_mode=False
+            args=hoist_globals(command, args), prog_name="sqew", standalone_mode=False,
+            obj=states,
         )
     except errors.SqewError as exc:
-        return cli_errors.report(exc)
+        return cli_errors.report(exc, as_json=bool(states) and states[0].json)
     except typer.Exit as exc:
         return exc.exit_code
     except typer.Abort:
