@@ -83,9 +83,9 @@ def payload_text() -> str:
 
 def signature_now() -> str:
     """``X-Sqew-Signature`` of enqueue.lua's body for ``HMAC_QUEUE``, timed now: valid for the
-    next 300 s (SPEC §2), longer than a wrk run. Computed here from the SPEC's formula: wrk's
-    LuaJIT has no HMAC, and doing SHA-256 in Lua per request would load the machine's two
-    cores with the load generator's work, not the server's."""
+    next 300 s (docs/rest.md), longer than a wrk run. Computed here from the documented
+    formula: wrk's LuaJIT has no HMAC, and doing SHA-256 in Lua per request would load the
+    machine's two cores with the load generator's work, not the server's."""
     body = ('{"payload":' + payload_text() + "}").encode()
     t = int(time.time())
     mac = hmac.new(HMAC_SECRET.encode(), f"{t}.".encode() + body, hashlib.sha256).hexdigest()

@@ -18,16 +18,16 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 
 if [ -n "$EXTRAS" ]; then
-    SPEC="$ROOT[$EXTRAS]"
+    REQUIREMENT="$ROOT[$EXTRAS]"
     STAMP="$VENV/.sqew-installed-$EXTRAS"
 else
-    SPEC="$ROOT"
+    REQUIREMENT="$ROOT"
     STAMP="$VENV/.sqew-installed"
 fi
 if [ ! -f "$STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$STAMP" ]; then
     echo "setup: installing sqew${EXTRAS:+[$EXTRAS]} into $VENV" >&2
     "$VENV/bin/python" -m pip install --quiet --upgrade pip
-    "$VENV/bin/python" -m pip install --quiet -e "$SPEC"
+    "$VENV/bin/python" -m pip install --quiet -e "$REQUIREMENT"
     touch "$STAMP"
 fi
 export PATH="$VENV/bin:$PATH"

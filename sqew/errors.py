@@ -1,6 +1,6 @@
-"""The SqewError tree: one class per SPEC error code.
+"""The SqewError tree: one class per error code of docs/rest.md.
 
-Each class carries SPEC's ``code`` and HTTP ``status``; its docstring is the default message.
+Each class carries its ``code`` and HTTP ``status``; its docstring is the default message.
 Local and remote clients raise the same classes, so callers catch ``sqew.errors.QueueNotFound``
 whether they talk to a file or to a server.
 """
@@ -29,7 +29,7 @@ class SqewError(Exception):
         super().__init__(self.message)
 
     def to_dict(self) -> dict[str, Any]:
-        """The SPEC error envelope for this error."""
+        """The error envelope for this error."""
         body: dict[str, Any] = {"code": self.code, "message": self.message}
         if self.details:
             body["details"] = self.details
@@ -188,7 +188,7 @@ _BY_CODE: dict[str, type[SqewError]] = {
 
 
 def by_code(code: str) -> type[SqewError]:
-    """The SqewError subclass for a SPEC error code (``SqewError`` itself if unknown)."""
+    """The SqewError subclass for an error code (``SqewError`` itself if unknown)."""
     return _BY_CODE.get(code, SqewError)
 
 

@@ -4,7 +4,7 @@ Two kinds of valid JSON break the programs that read messages back:
 
 - **Nesting.** JSON decoders recurse once per level (msgspec and Python's ``json`` through the
   interpreter's recursion limit of 1000), so a payload nested ~1000 deep fails to decode as a
-  ``RecursionError``. SPEC §1 caps the depth at the server setting ``max_json_depth``
+  ``RecursionError``. docs/rest.md caps the depth at the server setting ``max_json_depth``
   (default 64).
 - **Numbers.** ``1e400`` or an integer of 5000 digits is valid JSON, stored as sent, yet no
   client can decode it back: msgspec refuses numbers beyond the float range and integers longer
@@ -39,7 +39,7 @@ import msgspec
 from sqew import errors
 
 DEFAULT_MAX_DEPTH = 64
-"""SPEC's default ``max_json_depth``."""
+"""The default ``max_json_depth`` (docs/cli.md, the server settings)."""
 MAX_DEPTH = 256
 """The largest ``max_json_depth`` a server may be given: a value this deep, decoded in a client
 already some hundred frames deep, stays clear of Python's recursion limit (1000)."""

@@ -1,6 +1,6 @@
-"""Wire models: msgspec Structs that are the JSON of the REST API (SPEC §2).
+"""Wire models: msgspec Structs that are the JSON of the REST API (docs/rest.md).
 
-Request models forbid unknown fields and carry SPEC's ranges as ``Meta`` constraints, so one
+Request models forbid unknown fields and carry the documented ranges as ``Meta`` constraints, so one
 ``msgspec.convert``/``decode`` validates a request whether it came from HTTP, the CLI or Python.
 Response models are what every client returns and what ``--json`` prints.
 """
@@ -14,7 +14,7 @@ import msgspec
 import msgspec.inspect
 from msgspec import UNSET, Meta, Struct, UnsetType
 
-# --- ranges (SPEC §1) ---------------------------------------------------------------------------
+# --- ranges (docs/rest.md) ------------------------------------------------------------------------
 MAX_BATCH_ENQUEUE = 1000
 MAX_POLL_BATCH = 100
 MAX_WAIT_MS = 20000
@@ -96,8 +96,8 @@ Order = Annotated[Literal["fifo", "lifo"], Meta(
     description="Order within one priority", extra={"default": "fifo"})]
 Archive = Annotated[bool, Meta(
     description="Keep acked messages in an archive", extra={"default": False})]
-# SPEC counts the minimum in bytes (UTF-8), which a schema cannot say: rules.check_hmac_secret
-# checks it.
+# docs/rest.md counts the minimum in bytes (UTF-8), which a schema cannot say:
+# rules.check_hmac_secret checks it.
 HmacSecret = Annotated[str, Meta(
     max_length=1024,
     description="Secret (at least 16 bytes of UTF-8) for signed enqueues and deliveries; "
@@ -119,7 +119,7 @@ MessageId = Annotated[int, Meta(ge=1, le=MAX_ID)]
 Token = Annotated[str, Meta(min_length=1, max_length=128)]
 ErrorText = Annotated[str, Meta(max_length=4096)]
 LeaseMs = Annotated[int, Meta(ge=0, le=MAX_VISIBILITY_MS)]
-# W3C Trace Context (SPEC §2 "Trace context"): a traceparent of version 00's form, neither id
+# W3C Trace Context (docs/rest.md, "Trace context"): a traceparent of version 00's form, neither id
 # all zeros (invalid by the W3C rules), version ff forbidden; a tracestate of printable ASCII.
 TRACEPARENT_PATTERN = (
     r"^(?!ff)[0-9a-f]{2}-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}" + END_OF_TEXT

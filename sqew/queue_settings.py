@@ -78,6 +78,6 @@ def _setting(field: msgspec.inspect.Field) -> Setting:
 SETTINGS: tuple[Setting, ...] = tuple(
     _setting(f) for f in msgspec.inspect.type_info(QueueSettings).fields  # type: ignore[attr-defined]
 )
-"""Every queue setting, in the order of SPEC's table."""
+"""Every queue setting, in the order of docs/rest.md's table."""
 SETTING_NAMES: tuple[str, ...] = tuple(s.name for s in SETTINGS)
 SETTING_DEFAULTS: dict[str, Any] = {s.name: s.default for s in SETTINGS}

@@ -4,7 +4,7 @@ sqew uses the OpenTelemetry API everywhere (a no-op until an SDK is set up) and 
 where traces are exported: a server process (``sqew serve``) whose ``OTEL_*`` environment
 configures an exporter (``server_tracing``), with the ``otel`` extra installed.
 
-**Trace context travels with a message** (SPEC §2 "Trace context"): a producer's W3C
+**Trace context travels with a message** (docs/rest.md, "Trace context"): a producer's W3C
 ``traceparent``/``tracestate`` is stored with the message and returned on its leased message.
 A Client sends the current span's context with every enqueue (``current_fields``); a consumer
 starts its span linked to the producer's with ``consumer_span``::

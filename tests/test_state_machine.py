@@ -1,13 +1,14 @@
 """Property test: random enqueue/poll/ack/nack/extend/requeue/compact/clock sequences against a
-small reference model of SPEC §1, run once per target of ``tests/targets.py`` (``local-sqlite``,
-``http-sqlite``, …): the same machine drives the target's client, each example on a fresh store.
+small reference model of docs/rest.md's semantics, run once per target of ``tests/targets.py``
+(``local-sqlite``, ``http-sqlite``, …): the same machine drives the target's client, each
+example on a fresh store.
 
 The model knows, for every message ever enqueued, where it is (the queue, its DLQ, acked, or
 expired), its attempts, its current lease and token, and when it becomes available. After every
 step the real store must agree with it message by message and in its stats. Polls must return
-exactly the messages the model says are ready, in SPEC's order. Randomness (backoff jitter) is
-checked against its bounds and then adopted by the model; the service's jitter is seeded from
-the example, so hypothesis can replay and shrink a failure.
+exactly the messages the model says are ready, in the documented order. Randomness (backoff
+jitter) is checked against its bounds and then adopted by the model; the service's jitter is
+seeded from the example, so hypothesis can replay and shrink a failure.
 
 The service is built with ``reap_interval_ms=0`` (and a server's reaper timer is off, see
 ``targets.py``) so every poll reaps expired messages first, which makes "expired" a

@@ -1,4 +1,4 @@
-"""``sqew keys``: mint, list and revoke API keys (SPEC §2, §3).
+"""``sqew keys``: mint, list and revoke API keys (docs/cli.md, "API keys").
 
 On a database file (``--db``) these need no key: whoever may write the file owns the store (its
 permissions are the boundary), which is how the first admin key is minted before any server

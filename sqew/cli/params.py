@@ -119,7 +119,7 @@ def attributes(pairs: list[str] | None) -> dict[str, str] | None:
 
 
 def json_payload(text: str) -> msgspec.Raw:
-    """Check ``--payload`` is one JSON value; keep its exact text (SPEC: stored as sent).
+    """Check ``--payload`` is one JSON value; keep its exact text (stored as sent).
 
     Text nested deeper than any client accepts is not decoded (a decoder recurses per level)
     but passed on as it is: the client refuses it, naming its own ``max_json_depth``.

@@ -23,7 +23,7 @@ from sqew.config_fields import FIELDS, Field, hide_password
 from sqew.config_layers import Resolved
 
 PANEL = "Settings (also from --config FILE and SQEW_* variables)"
-# Metavars of the options SPEC §3 shows; the others are named after their type.
+# Metavars of the options docs/cli.md shows; the others are named after their type.
 _METAVARS = {"db": "PATH", "host": "HOST", "port": "PORT", "workers": "N", "tls_cert": "FILE",
              "tls_key": "FILE", "log_level": "LEVEL"}
 _TYPE_METAVARS: dict[type[Any], str] = {int: "INTEGER", float: "NUMBER", str: "TEXT",

@@ -3,7 +3,7 @@ every client, so a bad argument fails alike locally and over HTTP), and the leas
 payloads as sent.
 
 A message enqueued inside a span carries that span's trace context (``traceparent``,
-``tracestate``) unless it gives its own (SPEC §2 "Trace context"; ``sqew.telemetry``).
+``tracestate``) unless it gives its own (docs/rest.md, "Trace context"; ``sqew.telemetry``).
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def key_create(
 KEY_ID_MAX = 32
 """The longest key id looked up (the REST path's limit; a key's id is 16 hex digits)."""
 KEY_PREFIX = "sqew_"
-"""What every key starts with (SPEC §2; ``sqew.core.keys.PREFIX``, not imported: an
+"""What every key starts with (docs/rest.md; ``sqew.core.keys.PREFIX``, not imported: an
 ``HttpClient`` has no use for the key store's argon2)."""
 
 

@@ -1,7 +1,8 @@
-"""The Client contract (SPEC §7): one method per REST endpoint, typed results, SqewError on failure.
+"""The Client contract (docs/rest.md, "From Python"): one method per REST endpoint, typed
+results, SqewError on failure.
 
 ``LocalClient`` (a database file or URL, in-process) and ``HttpClient`` (a server) both satisfy
-it, so the CLI, the Worker, the relay and the tests are written once against this protocol.
+it, so the CLI, the Spark data source and the tests are written once against this protocol.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ class Client(abc.ABC):
     owner is trusted). ``sqew.verify_signature`` checks a leased message's ``signature``.
 
     Attributes:
-        max_json_depth: the deepest payload this client enqueues (``sqew.jsonlimits``): SPEC's
+        max_json_depth: the deepest payload this client enqueues (``sqew.jsonlimits``): the server's
             default on a database; for a server, the most any server allows, as the server
             applies its own ``max_json_depth``.
     """

@@ -1,4 +1,4 @@
-"""HttpClient: the Client API over a sqew server's REST API (SPEC §2, §7), on httpx.
+"""HttpClient: the Client API over a sqew server's REST API (docs/rest.md), on httpx.
 
 Same methods, models and errors as ``LocalClient``: JSON answers decode into ``sqew.models``
 (payloads into Python values), error envelopes raise the SqewError class named by their code,

@@ -1,4 +1,4 @@
-"""msgspec's validation failures as SPEC's ValidationError, worded for people.
+"""msgspec's validation failures as a ValidationError, worded for people.
 
 msgspec says ``Expected `int` <= 1000 - at `$.priority```; sqew says ``priority must be an
 integer between -1000 and 1000``, the wording of the service's own range checks
@@ -43,7 +43,7 @@ _TYPE_WORDS = {
 def validation_error(
     exc: msgspec.ValidationError, *, source: Any = None, model: type[Any] | None = None
 ) -> errors.ValidationError:
-    """A msgspec validation failure as SPEC's ValidationError with ``details``.
+    """A msgspec validation failure as a ValidationError with ``details``.
 
     ``details[0]["field"]`` is where the failure is: the field's path (``priority``,
     ``messages[1].priority``, ``ids[0]``), or for an unknown or missing field the object

@@ -7,9 +7,9 @@ a log of it never yields a working key. Verifying a hash is deliberately slow (t
 callers cache what they verified (``sqew.server.authenticator``) and verify away from the
 event loop.
 
-Scopes (SPEC §2): ``produce`` (enqueue), ``consume`` (poll, ack, nack, extend-lease, peek, get),
-``admin`` (everything, keys included). A key bound to a queue reaches that queue and its DLQ
-only; what needs no queue (creating queues, keys) needs an unbound key.
+Scopes (docs/rest.md, "Auth"): ``produce`` (enqueue), ``consume`` (poll, ack, nack, extend-lease,
+peek, get), ``admin`` (everything, keys included). A key bound to a queue reaches that queue and its
+DLQ only; what needs no queue (creating queues, keys) needs an unbound key.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Pure rules of SPEC §1: defaults, ranges across fields, backoff. No I/O."""
+"""Pure rules of docs/rest.md: defaults, ranges across fields, backoff. No I/O."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ HMAC_SECRET_MIN_BYTES = models.HMAC_SECRET_MIN_BYTES
 
 
 def check_hmac_secret(secret: str | None) -> None:
-    """An HMAC secret must be at least 16 bytes of UTF-8 (SPEC §1)."""
+    """An HMAC secret must be at least 16 bytes of UTF-8 (docs/rest.md, "Queue settings")."""
     if secret is not None and len(secret.encode()) < HMAC_SECRET_MIN_BYTES:
         raise errors.ValidationError(
             "hmac_secret must be at least 16 bytes",

@@ -1,4 +1,5 @@
-"""HMAC signing (SPEC §2 "HMAC"): signed enqueues, and the signature of a leased message.
+"""HMAC signing (docs/rest.md, "Signed enqueues"): signed enqueues, and the signature of a
+leased message.
 
 A queue with an ``hmac_secret`` accepts an enqueue over HTTP only with a header
 

@@ -7,7 +7,7 @@ service's methods and its writer are the plain ones.
 - **Operations** (``instrument``): the public methods listed in ``KINDS`` are wrapped, on the
   instance, in a span named ``<operation> <queue>`` (messaging semantic conventions): enqueue
   is a PRODUCER span, poll a CONSUMER span that links to the producer of every message it
-  leased (SPEC §2 "Trace context").
+  leased (docs/rest.md, "Trace context").
 - **Transactions**: ``TracedDirectWriter`` runs each transaction in a span, a child of the
   operation's. ``TracedGroupWriter`` (the server's group commit) gives a group's transaction
   one span: the child of its caller's span when one caller's operations fill the group, else

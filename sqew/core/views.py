@@ -82,7 +82,7 @@ def leased(row: MessageRow, q: ClaimQueue) -> models.LeasedMessage:
         token=row.token or "",
         lease_expires_at=row.lease_expires_at or 0,
     )
-    if row.traceparent is not None:  # only when the producer sent trace context (SPEC §2)
+    if row.traceparent is not None:  # only when the producer sent trace context (docs/rest.md)
         m.traceparent = row.traceparent
         if row.tracestate is not None:
             m.tracestate = row.tracestate
@@ -92,7 +92,7 @@ def leased(row: MessageRow, q: ClaimQueue) -> models.LeasedMessage:
 
 
 def _origin(row: MessageRow) -> str | msgspec.UnsetType:
-    """A DLQ message's original queue; absent (not null) on other messages (SPEC §2)."""
+    """A DLQ message's original queue; absent (not null) on other messages (docs/rest.md)."""
     return msgspec.UNSET if row.origin_queue is None else row.origin_queue
 
 

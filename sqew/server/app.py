@@ -1,4 +1,4 @@
-"""The REST app (SPEC §2): ``create_app(settings)`` wires routes, errors and lifecycle.
+"""The REST app (docs/rest.md): ``create_app(settings)`` wires routes, errors and lifecycle.
 
 Wiring only: handlers live in ``routes/``, rules in ``QueueService``, the error envelope in
 ``errors.py``. The database is opened on startup and closed on shutdown, so building an app
@@ -97,7 +97,7 @@ def create_app(
 
 
 def answer_cancelled(app: ASGIApp) -> ASGIApp:
-    """Middleware: a request cancelled before it answered gets SPEC's envelope (503).
+    """Middleware: a request cancelled before it answered gets the error envelope (503).
 
     The ASGI server cancels the requests still running when its graceful shutdown timeout
     ends. Cancellation is no ``Exception``, so it passes Litestar's exception handlers, and

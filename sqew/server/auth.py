@@ -1,4 +1,4 @@
-"""API keys enforced on every endpoint (SPEC §2 "Auth"): what each route needs, and the
+"""API keys enforced on every endpoint (docs/rest.md, "Auth"): what each route needs, and the
 middleware that checks it.
 
 **What a route needs.** Every route handler declares it in ``opt["access"]``: ``open`` (no key

@@ -1,4 +1,5 @@
-"""The server's one error path: every failure becomes SPEC's envelope with the right status.
+"""The server's one error path: every failure becomes the error envelope (docs/rest.md) with
+the right status.
 
 ``{"error": {"code", "message", "details"?}}`` for sqew's own errors, for what Litestar raises
 (unknown path, wrong method, bad query parameter, body over the limit) and for anything

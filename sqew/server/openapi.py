@@ -33,7 +33,7 @@ DEFAULT_PATH = Path(__file__).resolve().parents[2] / "docs" / "openapi.yaml"
 REF = "#/components/schemas/{name}"
 
 DESCRIPTION = """\
-sqew's REST API (SPEC §2): queues, at-least-once delivery with leases, dead-letter queues.
+sqew's REST API (docs/rest.md): queues, at-least-once delivery with leases, dead-letter queues.
 Every error answers with `{"error": {"code", "message", "details"?}}`; 429 answers, and 503
 `Overloaded` ones, carry `Retry-After`. Times are epoch milliseconds.
 
@@ -177,7 +177,7 @@ def _error_responses(
             "overload_pending_writes, overload_wal_bytes, overload_commit_ms); polls and "
             "acks go on"
         )
-    responses["default"] = {"description": "An error (SPEC error envelope).",
+    responses["default"] = {"description": "An error (sqew's error envelope).",
                             "content": _error_content()}
 
 
@@ -231,7 +231,7 @@ def _error_schema() -> dict[str, Any]:
 
 
 def error_codes() -> list[str]:
-    """Every SPEC error code (the ``code`` of each SqewError class)."""
+    """Every error code (the ``code`` of each SqewError class)."""
     classes = [v for v in vars(errors).values() if isinstance(v, type)]
     return sorted({c.code for c in classes if issubclass(c, errors.SqewError)})
 

@@ -29,7 +29,7 @@ def is_loopback(host: str) -> bool:
 
 
 def check_exposure(settings: Settings, keyed: bool) -> bool:
-    """Refuse to serve beyond loopback with nothing to authenticate callers (SPEC §2 "Keys").
+    """Refuse to serve beyond loopback with nothing to authenticate callers (docs/rest.md, "Auth").
 
     Args:
         settings: what is to be served (``host``, ``require_auth``, ``insecure``).

@@ -1,4 +1,4 @@
-"""uvicorn's HTTP/1.1 protocol, with SPEC's error envelope and limits that hold against slow
+"""uvicorn's HTTP/1.1 protocol, with sqew's error envelope and limits that hold against slow
 and idle clients.
 
 **Envelope.** A request the HTTP parser rejects (a control character in a header, a duplicate
@@ -123,7 +123,7 @@ class HeadTooLarge(Exception):
 
 
 class HttpProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol, refusing unparsable requests with SPEC's envelope and
+    """uvicorn's httptools protocol, refusing unparsable requests with the error envelope and
     enforcing ``Limits``."""
 
     def __init__(self, config: uvicorn.Config, server_state: ServerState,
@@ -271,7 +271,7 @@ class HttpProtocol(HttpToolsProtocol):
         self.transport.close()
 
     def refuse(self, status: int, message: str) -> None:
-        """Answer SPEC's envelope (``InvalidRequest`` with ``status``) and close; a request
+        """Answer the error envelope (``InvalidRequest`` with ``status``) and close; a request
         with the app gets nothing more from it (it sees a disconnect)."""
         cycle = self.cycle
         if cycle is not None and not cycle.response_complete:

@@ -1,7 +1,7 @@
 """Serving the app: ``run(settings)`` binds, announces, serves with uvicorn, stops gracefully.
 
 What only a serving process does is set up here, not in the app (which tests and other programs
-embed): HTTP errors answered with SPEC's envelope (``protocols.HttpProtocol``) and the garbage
+embed): HTTP errors answered with the error envelope (``protocols.HttpProtocol``) and the garbage
 collector tuned for serving (``serving``), undone when serving stops.
 
 SIGINT/SIGTERM: stop accepting, end long polls at once (see ``app._chain_stop_signals``), let

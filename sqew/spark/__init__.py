@@ -1,4 +1,4 @@
-"""``sqew.spark``: the PySpark data source ``sqew`` (SPEC §4), installed with the ``spark``
+"""``sqew.spark``: the PySpark data source ``sqew`` (docs/spark.md), installed with the ``spark``
 extra (``pip install 'sqew[spark]'``: pyspark ≥ 4 and pyarrow).
 
     import sqew.spark

@@ -18,7 +18,7 @@ from sqew import errors
 from sqew.client.base import Client
 
 SOURCES = ("queue", "dlq", "archive")
-"""What a snapshot read covers (SPEC §4 ``source``): the queue's messages, its DLQ's, or the
+"""What a snapshot read covers (docs/spark.md, ``source``): the queue's messages, its DLQ's, or the
 archive of its acked messages."""
 
 QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,79}(\.dlq)?$")

@@ -1,4 +1,4 @@
-"""Snapshot read: ``spark.read.format("sqew")…load()`` (SPEC §4), without leasing anything.
+"""Snapshot read: ``spark.read.format("sqew")…load()`` (docs/spark.md), without leasing anything.
 
 The driver fixes the snapshot's high-water id, then splits ``(low, high]`` into id ranges, one
 per partition, that the executors page through in parallel (``after_id`` … ``max_id``). Rows
@@ -19,7 +19,7 @@ from sqew.client.base import Client
 from sqew.spark.options import SourceOptions
 from sqew.spark.schema import ARROW_ATTRIBUTES, ARROW_SCHEMA
 
-PAGE = 1000  # the scan's largest page (SPEC §2, limit 1 to 1000)
+PAGE = 1000  # the scan's largest page (docs/rest.md: limit 1 to 1000)
 ROWS_PER_PARTITION = 100_000  # ids per partition when numPartitions is not given
 MAX_AUTO_PARTITIONS = 64
 

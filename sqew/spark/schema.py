@@ -1,6 +1,6 @@
 """The rows the ``sqew`` source reads (snapshot and stream): one per message.
 
-Times are integers, milliseconds since the epoch, as in the REST API (SPEC §2); turn them into
+Times are integers, milliseconds since the epoch, as in the REST API (docs/rest.md); turn them into
 timestamps in Spark with ``timestamp_millis(col)``. ``payload`` is the message's JSON text
 (parse it with ``from_json``); ``state`` is ready, delayed or leased for ``source=queue``
 (``leased`` for every streamed row), or what the scan reports for a DLQ or the archive.

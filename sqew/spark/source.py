@@ -1,4 +1,5 @@
-"""The ``sqew`` PySpark data source (SPEC §4): options checked once, then a reader or writer."""
+"""The ``sqew`` PySpark data source (docs/spark.md): options checked once, then a reader or
+writer."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Streaming read: ``spark.readStream.format("sqew")`` consumes a queue at least once (SPEC §4).
+"""Streaming read: ``spark.readStream.format("sqew")`` consumes a queue at least once
+(docs/spark.md).
 
 Why PySpark's *simple* stream reader: consuming a queue means leasing, and a lease is acked with
 the token the poll returned. ``SimpleDataSourceStreamReader.read(start)`` and ``commit(end)``

@@ -1,4 +1,4 @@
-"""Batch write: ``df.write.format("sqew")…save()`` enqueues one message per row (SPEC §4).
+"""Batch write: ``df.write.format("sqew")…save()`` enqueues one message per row (docs/spark.md).
 
 Columns: ``payload`` (required: a JSON string, or any struct/array/map/primitive column,
 serialized to JSON), and optional ``priority``, ``delay_ms``, ``ttl_ms``, ``idempotency_key``,

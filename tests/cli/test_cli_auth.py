@@ -1,5 +1,5 @@
-"""The CLI with API keys (SPEC §3): ``--api-key`` / ``SQEW_API_KEY`` over ``--url``, none needed on
-the database file, and ``sqew serve`` refusing to listen beyond loopback with no key.
+"""The CLI with API keys (docs/cli.md): ``--api-key`` / ``SQEW_API_KEY`` over ``--url``, none
+needed on the database file, and ``sqew serve`` refusing to listen beyond loopback with no key.
 
 Keys are minted straight into the database file (``auth_support.mint``) before the server
 starts, so it enforces them from its first request.

@@ -1,5 +1,5 @@
 """Every CLI command's happy path through the installed binary: exact ``--json`` shapes (the
-REST API's, SPEC §2) and sane human output."""
+REST API's, docs/rest.md) and sane human output."""
 
 from __future__ import annotations
 
@@ -142,7 +142,7 @@ def test_message_commands_json(sqew) -> None:
     assert list(dlq) == ["messages"]
     assert [(m["id"], m["queue"], m["last_error"]) for m in dlq["messages"]] == [
         (two_id, f"{q}.dlq", "again")]
-    assert set(dlq["messages"][0]) == MESSAGE_KEYS | {"origin_queue"}  # a DLQ's (SPEC §2)
+    assert set(dlq["messages"][0]) == MESSAGE_KEYS | {"origin_queue"}  # a DLQ's (docs/rest.md)
     assert dlq["messages"][0]["origin_queue"] == q
     assert after == {"messages": []}
     assert sqew.json("dlq", "requeue", "--queue", q, "--ids", str(two_id)) == {

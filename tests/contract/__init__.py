@@ -1,1 +1,2 @@
-"""SPEC §1 written once against ``sqew.Client``; run over every target of ``tests/conftest.py``."""
+"""The semantics of docs/rest.md written once against ``sqew.Client``; run over every target of
+``tests/conftest.py``."""

@@ -35,7 +35,8 @@ DEFAULTS: dict[str, Any] = {
     "order": "fifo",
     "archive": False,
 }
-"""SPEC §1's defaults, written out here rather than imported, so the test can disagree."""
+"""The documented defaults (docs/rest.md, "Queue settings"), written out here rather than
+imported, so the test can disagree."""
 
 
 def settings_of(queue: models.Queue) -> dict[str, Any]:

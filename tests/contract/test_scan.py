@@ -1,4 +1,5 @@
-"""Scan and export (SPEC §2 ``GET /queues/{q}/messages``, §7 ``Client.scan``/``export``):
+"""Scan and export (docs/rest.md, "Scan and export": ``GET /queues/{q}/messages``,
+``Client.scan``/``export``):
 pages by id of a queue, its DLQ or its archive, with each message's state, touching nothing."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """SIGKILL a real process in the middle of writing: nothing acknowledged is lost, nothing torn.
 
-SPEC §1: "A success response means the write is committed in the database. Nothing acknowledged
+docs/rest.md: "A success response means the write is committed in the database. Nothing acknowledged
 is lost by a crash of the process." Each test kills a child three times at varied moments on
 the same file, so every run after the first also starts on a database recovered from a crash.
 The file is then read with plain ``sqlite3`` (read-only) to count rows independently of sqew.

@@ -69,7 +69,7 @@ def soon(call: Any) -> asyncio.Future[Any]:
 
 
 async def settle(futures: list[asyncio.Future[Any]]) -> list[Any]:
-    """Each future's result, or its exception's SPEC code."""
+    """Each future's result, or its exception's error code."""
     out: list[Any] = []
     for f in await asyncio.gather(*futures, return_exceptions=True):
         out.append(f.code if isinstance(f, errors.SqewError) else f)
@@ -484,7 +484,7 @@ def test_a_full_disk_is_a_503_over_http(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, start_server: Callable[..., Any]
 ) -> None:
     """The same over HTTP: the server's backend is a CappedBackend (the server opens it as
-    usual, through this factory); an enqueue the space left cannot hold is SPEC's 503
+    usual, through this factory); an enqueue the space left cannot hold is the documented 503
     ``Unavailable`` and writes nothing, and succeeds once there is space again."""
     opened: list[CappedBackend] = []
 

@@ -1,6 +1,7 @@
-"""The dependency rule of DESIGN.md ("The layers"), checked on the source's import statements.
+"""The dependency rule of docs/architecture.md ("The dependency rule"), checked on the source's
+import statements.
 
-What DESIGN.md states, encoded here:
+What it states, encoded here:
 - ``core/`` and ``backends/`` (the queue engine) know nothing of HTTP or the CLI: they never
   import litestar, httpx, typer, rich, uvicorn, nor sqew's transports (``sqew.server``,
   ``sqew.cli``) or clients (``sqew.client``) — not even inside a function.

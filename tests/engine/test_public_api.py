@@ -1,4 +1,5 @@
-"""The public Python API: ``sqew.__all__``, ``sqew.Client`` dispatch, and SPEC §2's error codes."""
+"""The public Python API: ``sqew.__all__``, ``sqew.Client`` dispatch, and the error codes
+of docs/rest.md."""
 
 from __future__ import annotations
 import __future__
@@ -13,8 +14,8 @@ import sqew
 from sqew import errors
 from sqew.client.http import HttpClient
 
-# SPEC §2: every error code and its HTTP status (Overloaded may be either).
-SPEC_CODES: dict[str, set[int]] = {
+# docs/rest.md, "Errors": every error code and its HTTP status (Overloaded may be either).
+ERROR_CODES: dict[str, set[int]] = {
     "InvalidRequest": {400},
     "ValidationError": {400},
     "Unauthorized": {401},
@@ -88,12 +89,12 @@ def test_an_http_client_fails_with_a_sqew_error_when_nothing_listens() -> None:
         client.close()
 
 
-@pytest.mark.parametrize("code", sorted(SPEC_CODES))
+@pytest.mark.parametrize("code", sorted(ERROR_CODES))
 def test_every_spec_error_code_maps_to_its_class(code: str) -> None:
     cls = errors.by_code(code)
     assert issubclass(cls, sqew.SqewError)
     assert cls.code == code
-    assert cls.status in SPEC_CODES[code]
+    assert cls.status in ERROR_CODES[code]
     assert getattr(errors, code) is cls
     err = cls("boom")
     assert isinstance(err, Exception)
@@ -106,7 +107,7 @@ def test_every_error_class_is_a_spec_code() -> None:
         v.code for v in vars(module).values()
         if isinstance(v, type) and issubclass(v, errors.SqewError) and v is not errors.SqewError
     }
-    assert classes == set(SPEC_CODES)
+    assert classes == set(ERROR_CODES)
 
 
 def test_an_unknown_code_maps_to_the_base_error() -> None:

@@ -2,7 +2,7 @@
 server of the test's own, which is stopped (``pg_ctl stop -m fast``, or ``-m immediate``: a
 crash) and started again while producers, a consumer and a readiness probe keep calling.
 
-While it is down every call is answered ``503 Unavailable`` in SPEC's envelope, or succeeds:
+While it is down every call is answered ``503 Unavailable`` in the error envelope, or succeeds:
 never another answer, never a hang (every request has a client timeout). Afterwards the server
 recovers by itself: ``/readyz`` goes 503 → 200, enqueues succeed again, its ``LISTEN``
 connection is back (a long poll wakes on another process's enqueue), and every message whose
@@ -73,7 +73,7 @@ class Load:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def check_unavailable(self, what: str, response: httpx.Response) -> None:
-        """A 503 must be SPEC's envelope with code Unavailable."""
+        """A 503 must be the error envelope with code Unavailable."""
         try:
             body = response.json()
             ok = (response.status_code == 503 and set(body) == {"error"}
@@ -252,7 +252,7 @@ def test_the_database_restarting_under_load(
     # Every message answered 201 is there: drain the queue (leases lost to the outage end
     # after visibility_ms and the messages come back) until a poll finds nothing and nothing
     # is leased or delayed. Each confirmed message was then acked, or its ack's answer was
-    # lost (SPEC: a 503 may have taken effect; a crash between the COMMIT and the answer).
+    # lost (a 503 may have taken effect: a crash between the COMMIT and the answer).
     with httpx.Client(base_url=server.url, timeout=REQUEST_TIMEOUT_S) as http:
 
         def drained() -> bool:

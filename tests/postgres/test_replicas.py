@@ -91,7 +91,7 @@ def test_a_long_poll_on_one_replica_wakes_on_an_enqueue_on_the_other(
     # One waiting poll at most on A: a second long poll there is refused while the first
     # waits, which is how the test sees that the first is parked.
     a, b = serve(pg_url, max_waiting_polls="1"), serve(pg_url)
-    wait_ms = 20_000  # the most SPEC allows
+    wait_ms = 20_000  # the most a poll may wait (docs/rest.md)
     with sqew.Client(a.url) as on_a, sqew.Client(b.url) as on_b:
         on_a.create_queue("wake")
         assert on_a.poll("wake", wait_ms=50) == []  # A now listens (opened by a first wait)

@@ -32,7 +32,7 @@ LOG_WAITS = {"SQEW_LOG_LEVEL": "debug"}
 
 
 def envelope(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
-    """Check ``response`` is exactly SPEC's error envelope with ``status`` and ``code``.
+    """Check ``response`` is exactly the error envelope (docs/rest.md) with ``status`` and ``code``.
 
     Returns:
         The ``error`` object.

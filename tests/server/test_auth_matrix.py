@@ -1,10 +1,10 @@
-"""Every endpoint by every kind of caller, generated from the app's routes (SPEC §2 "Auth").
+"""Every endpoint by every kind of caller, generated from the app's routes (docs/rest.md, "Auth").
 
-The endpoints are read from ``create_app().routes`` (Litestar's own handlers included), so a
-route added later is in the matrix at once, and fails it unless ``NEEDS`` (written from SPEC,
-not from the code) says what it needs. Callers: no key, a malformed header, a wrong key, a
-revoked key, a key without the scope, a key bound to another queue, the right key. One server
-for the module (keys enforced because keys exist; ``metrics_auth`` on; no failure limit, which
+The endpoints are read from ``create_app().routes`` (Litestar's own handlers included), so a route
+added later is in the matrix at once, and fails it unless ``NEEDS`` (written from docs/rest.md, not
+from the code) says what it needs. Callers: no key, a malformed header, a wrong key, a revoked key,
+a key without the scope, a key bound to another queue, the right key. One server for the module
+(keys enforced because keys exist; ``metrics_auth`` on; no failure limit, which
 ``test_auth_modes.py`` covers), and the keys minted once before it starts (argon2: ~100 ms each).
 """
 
@@ -41,7 +41,7 @@ NEEDS = {
     "requeueDlq": "admin", "purgeDlq": "admin",
     "createKey": "admin", "listKeys": "admin", "revokeKey": "admin",
 }
-"""What each operation needs (SPEC §2 and issue #11)."""
+"""What each operation needs (docs/rest.md, "Auth": its table of scopes)."""
 
 CALLERS = ("no key", "malformed", "wrong key", "revoked", "wrong scope", "other queue", "right key")
 
@@ -196,7 +196,7 @@ def test_every_endpoint_answers_every_caller(
 
 
 def test_the_matrix_covers_every_operation() -> None:
-    """Every operation SPEC lists is in the matrix (and nothing is listed that is gone)."""
+    """Every operation docs/rest.md lists is in the matrix (and nothing is listed that is gone)."""
     app = create_app()
     operations = {h.operation_id for r in app.routes for h in getattr(r, "route_handlers", [])
                   if h.operation_id is not None}

@@ -1,4 +1,4 @@
-"""When keys are enforced, and what failed attempts cost (SPEC §2 "Auth", "Keys").
+"""When keys are enforced, and what failed attempts cost (docs/rest.md, "Auth").
 
 - No key ever in the database: the server is open (any header, or none, works); the first key
   minted over HTTP turns enforcement on in that process at once, and it stays on when every

@@ -168,7 +168,7 @@ def test_help_shows_every_setting_with_its_option_and_variable() -> None:
         assert f"Default: {f.default_text}." in words, f.name
     for spec in ("--host", "--port", "--db", "--workers", "--config", "--durability",
                  "--tls-cert", "--tls-key", "--insecure", "--log-format", "--log-level",
-                 "--print-config"):  # SPEC §3's options, by their names
+                 "--print-config"):  # docs/cli.md's options, by their names
         assert spec in words
 
 

@@ -1,4 +1,4 @@
-"""Bad input over real HTTP: every error is SPEC's envelope with the right status.
+"""Bad input over real HTTP: every error is the documented envelope with the right status.
 
 - routes: unknown paths; every queue route on a missing queue; a wrong method on every route;
   no schema page served;

@@ -1,8 +1,8 @@
-"""Signed enqueues (SPEC §2 "HMAC") against a real server on 127.0.0.1.
+"""Signed enqueues (docs/rest.md, "Signed enqueues") against a real server on 127.0.0.1.
 
 On a queue with an ``hmac_secret`` an enqueue needs ``X-Sqew-Signature: t=<unix seconds>,
 v1=<hex HMAC-SHA256(secret, "<t>." + raw body)>`` within 300 s of the server's time, else 401
-``InvalidSignature``. The signatures here are computed with the standard library from the SPEC's
+``InvalidSignature``. The signatures here are computed with the standard library from the documented
 formula, not with sqew's own helper, and time is the server's injected ManualClock.
 """
 
@@ -38,7 +38,7 @@ def now_s() -> int:
 
 
 def v1(body: bytes, t: int | str, secret: str = SECRET) -> str:
-    """SPEC: hex HMAC-SHA256(secret, "<t>." + raw body)."""
+    """docs/rest.md: hex HMAC-SHA256(secret, "<t>." + raw body)."""
     return hmac.new(secret.encode(), f"{t}.".encode() + body, hashlib.sha256).hexdigest()
 
 

@@ -1,6 +1,6 @@
 """JSON that is valid but that readers cannot take back: too deep, or numbers out of range.
 
-SPEC §1: JSON nested deeper than ``max_json_depth`` (default 64) is a 400 ValidationError —
+docs/rest.md: JSON nested deeper than ``max_json_depth`` (default 64) is a 400 ValidationError —
 over REST (every body, not only payloads), from the Python Client and from the CLI, where a
 ``--file`` line that deep fails with its line number while the others are enqueued. Numbers no
 client decodes back (``1e400``, a 5000-digit integer) are refused on enqueue in the same way,
@@ -185,8 +185,8 @@ def test_the_depth_of_json_text_is_the_depth_of_its_value(value: Any, wrap: int)
     msgspec.Raw(nested(DEEP).encode()),
 ], ids=["value-65", "value-1000", "value-5000", "text-65", "text-1000"])
 def test_the_client_refuses_a_payload_nested_too_deep(client: sqew.Client, payload: Any) -> None:
-    # A database's limit is SPEC's default; an HTTP client leaves it to the server and only
-    # refuses what no server takes (deeper than 256).
+    # A database's limit is the documented default (docs/rest.md); an HTTP client leaves it to
+    # the server and only refuses what no server takes (deeper than 256).
     client.create_queue("q")
     limit = "(64|256)"
     with pytest.raises(errors.ValidationError, match=f"nested deeper than {limit} levels"):

@@ -3,7 +3,7 @@
 - a signal (SIGTERM, SIGINT) ends waiting polls at once, lets requests finish — producers
   under load see no error, a request *in flight* across the signal finishes and is committed
   while new connections are refused — and closes the database cleanly;
-- a request cut off by the graceful timeout gets SPEC's 503;
+- a request cut off by the graceful timeout gets the envelope's 503;
 - a port in use, a directory, a file that is not a database, a missing directory: a one-line
   error, and the file untouched.
 
@@ -180,7 +180,7 @@ def test_a_request_cut_off_by_the_graceful_timeout(tmp_path: Path) -> None:
         assert conn.execute("SELECT COUNT(*) FROM messages").fetchone() == (0,)
     finally:
         conn.close()
-    # SPEC's envelope (not uvicorn's text/plain 500), and the connection ends with it.
+    # the error envelope (not uvicorn's text/plain 500), and the connection ends with it.
     assert got.status == 503, got
     assert got.headers["content-type"].startswith("application/json"), got
     assert got.headers.get("connection") == "close"

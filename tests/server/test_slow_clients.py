@@ -88,7 +88,7 @@ def _drip(sock: socket.socket, data: bytes, every_s: float = 0.1) -> int:
 
 
 def _timed_out(raw: bytes, what: str) -> None:
-    """``raw`` is a 408 with SPEC's envelope, closing the connection."""
+    """``raw`` is a 408 with the error envelope, closing the connection."""
     head, _, body = raw.partition(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     assert lines[0] == "HTTP/1.1 408 Request Timeout", raw

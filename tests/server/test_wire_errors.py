@@ -1,6 +1,6 @@
 """Errors at the edge of the wire: what the HTTP parser refuses, headers, field paths.
 
-Requests the HTTP parser rejects never reach the app; they still get SPEC's envelope (checked
+Requests the HTTP parser rejects never reach the app; they still get the error envelope (checked
 on raw sockets against a real ``sqew serve``). A repeated or malformed ``Idempotency-Key`` and a
 too-long attribute key are ValidationErrors whose message and ``details`` a person can act on.
 """

@@ -1,4 +1,4 @@
-"""API key endpoints: mint, list, revoke (SPEC §2)."""
+"""API key endpoints: mint, list, revoke (docs/rest.md, "API keys")."""
 
 from __future__ import annotations
 
