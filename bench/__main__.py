@@ -1,9 +1,9 @@
 """``python -m bench [suite ...] [options]``: run benchmark suites (default: all).
 
-Suites: ``embedded`` (sqew's Client against raw sqlite3, issue #3, and against the embedded
-peers persist-queue and litequeue, issue #10) and ``server`` (the REST server against its own
-/healthz ceiling and moto's SQS server, issue #4), ``spark`` and ``postgres`` (sqew on
-PostgreSQL against plain psycopg on the same server, 1 and 2 server replicas, issue #14).
+Suites: ``embedded`` (sqew's Client against raw sqlite3, and against the embedded peers
+persist-queue and litequeue), ``server`` (the REST server against its own /healthz ceiling and
+moto's SQS server), ``spark`` (the data source against the CLI's bulk paths) and ``postgres``
+(sqew on PostgreSQL against plain psycopg on the same server, 1 and 2 server replicas).
 Options after the suite names go to each suite (``--quick``, ``--json FILE``: with several
 suites, one file per suite, ``FILE.<suite>.json``). Exit status 1 if a target is missed.
 """

@@ -1,4 +1,4 @@
-"""Embedded benchmark (issues #3, #10): sqew's Client on a SQLite file against raw ``sqlite3``
+"""Embedded benchmark: sqew's Client on a SQLite file against raw ``sqlite3``
 and against the Python queues a user would pick instead (persist-queue, litequeue).
 
 Both sides do the same work on the same table shape (sqew's ``messages`` table and its indexes,
@@ -340,7 +340,7 @@ TARGETS = [
     ("poll+ack (1)", "sqew", "raw", 0.4),
     ("poll+ack (10)", "sqew", "raw", 0.4),
     ("poll+ack (1) by depth", "deep ready", "1k ready", 0.8),
-    # issue #10: against the embedded peers at the same durability
+    # against the embedded peers at the same durability
     ("single enqueue", "sqew", "litequeue", 0.8),
     ("poll+ack (1)", "sqew", "persist-queue", 1.0),
     ("poll+ack (1)", "sqew", "litequeue", 1.0),
@@ -348,7 +348,7 @@ TARGETS = [
 
 
 def targets(medians: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
-    """Each target of the issue with its measured ratio and whether it is met."""
+    """Each target with its measured ratio and whether it is met."""
     out = []
     for name, num, den, goal in TARGETS:
         ratio = medians[name][num] / medians[name][den]

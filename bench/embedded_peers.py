@@ -1,4 +1,4 @@
-"""The embedded peers of sqew (issue #10): persist-queue's ``SQLiteAckQueue`` and litequeue.
+"""The embedded peers of sqew: persist-queue's ``SQLiteAckQueue`` and litequeue.
 
 Each adapter does what the embedded benchmark asks of sqew, through the library's public API,
 the way its documentation shows it for one thread that both produces and consumes:

@@ -1,4 +1,4 @@
-"""PostgreSQL benchmark (issue #14): sqew on PostgreSQL against plain psycopg, same server.
+"""PostgreSQL benchmark: sqew on PostgreSQL against plain psycopg, same server.
 
 ``scripts/bench postgres [--quick] [--json FILE]`` (or ``python -m bench.postgres``). The suite
 starts its own PostgreSQL 15 (``tests/pgserver.py``: initdb in a temp dir, a free port on

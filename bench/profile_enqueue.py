@@ -15,7 +15,7 @@ payload:
 3. a cProfile of ``N`` sqew enqueues: the functions with the most own time, in µs per enqueue
    (cProfile's own overhead inflates Python-heavy functions: compare with 2).
 
-For the speed work on issue #10; it changes nothing and asserts nothing.
+A tool for work on the enqueue's speed; it changes nothing and asserts nothing.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Server benchmark (issue #4): sqew's REST server under wrk, beside its own /healthz and moto.
+"""Server benchmark: sqew's REST server under wrk, beside its own /healthz and moto.
 
 ``scripts/bench server [--quick]`` (or ``python -m bench.server``). Every server is a subprocess
 on a free 127.0.0.1 port, stopped by its PID; the load generator is wrk (Debian's package) with
@@ -15,12 +15,12 @@ the Lua scripts in ``bench/lua/``, a separate process. Workloads, at 1, 16 and 6
   is how poll+ack is compared at 1,000 vs 1,000,000 ready messages, and with moto;
 * moto (``bench/peers.py``): SendMessage, and ReceiveMessage(10) + DeleteMessageBatch
   (``sqs-send``, ``sqs-recv+del``, ``sqs-cycle``), SQS JSON protocol.
-* ``auth`` (issue #11): enqueue and poll+ack at 16 connections with an API key sent and
+* ``auth``: enqueue and poll+ack at 16 connections with an API key sent and
   enforced, against the same on a server with no key (auth off), in interleaved rounds.
-* ``metrics`` (issue #13): enqueue and poll+ack at 16 connections with metrics on (the
+* ``metrics``: enqueue and poll+ack at 16 connections with metrics on (the
   default) against the same with the setting ``metrics`` off, in interleaved rounds; and the
   time a scrape of ``/metrics`` takes on a database of 1,000 queues (2,000 with their DLQs).
-* ``tracing`` (issue #13): enqueue and poll+ack at 16 connections on a server that traces
+* ``tracing``: enqueue and poll+ack at 16 connections on a server that traces
   (every request, operation and transaction a span, through the SDK's batch processor to an
   in-process exporter that drops them: ``bench/traced_serve.py``) against the same with
   tracing off, in interleaved rounds.
@@ -424,7 +424,7 @@ HMAC_WORKLOAD: tuple[str, str, tuple[str, ...]] = (
     "enqueue hmac", "enqueue.lua", (HMAC_QUEUE, SIGNED))
 HMAC_CONNS = 16
 """The signed enqueue runs beside the unsigned one (right after it, in every round) at 16
-connections on the default server: issue #11's ratio."""
+connections on the default server: their ratio is a target."""
 
 
 SECTIONS = ("sqew", "granian", "depth", "moto", "hmac", "auth", "metrics", "tracing")
@@ -602,7 +602,7 @@ def _auth(bench: Bench, work: Path, logs: Path, template: Path, deep: int) -> No
 TRACING_SERVERS = (("sqew tracing off", False, 1.0), ("sqew tracing on", True, 1.0),
                    ("sqew tracing 10%", True, 0.1))
 TRACING_BOUNDS = {"sqew tracing on": None, "sqew tracing 10%": 0.9}
-"""Issue #13's bound (≤ 10 % slower) on a sampled server; recording every request is reported
+"""The bound on a sampled server (≤ 10 % slower); recording every request is reported
 without one (docs/operations.md, "Traces": what a recorded span costs)."""
 
 
@@ -796,7 +796,7 @@ def table(bench: Bench) -> list[str]:
 
 @dataclasses.dataclass
 class Check:
-    """One target of the issue: a measured value against a bound."""
+    """One target: a measured value against a bound."""
 
     name: str
     value: float
@@ -841,7 +841,7 @@ def _on_off(bench: Bench, on_server: str, off_server: str, on: str, off: str,
 
 
 def checks(bench: Bench, deep: int) -> list[Check]:
-    """Every target of the issue, computed from the runs."""
+    """Every target, computed from the runs."""
     out: list[Check] = []
     for server in ("sqew", "sqew full", "sqew w2"):
         h = cell(bench, server, "healthz", 1)

@@ -1,4 +1,4 @@
-"""Spark benchmark (issue #12): the ``sqew`` PySpark data source against the CLI's bulk paths.
+"""Spark benchmark: the ``sqew`` PySpark data source against the CLI's bulk paths.
 
 ``scripts/bench spark [--quick] [--json FILE]`` (or ``python -m bench.spark``). One NDJSON file of
 N messages with 200-byte JSON payloads (1,000,000; ``--quick``: 100,000) is moved four ways, via

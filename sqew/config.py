@@ -132,9 +132,9 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     insecure: bool = False
     auth_cache_size: Positive = 10_000
     auth_failures_per_minute: Annotated[int, Meta(ge=0)] = 30
-    # Metrics (issue 13)
+    # Metrics
     metrics: bool = True
-    # Backpressure and background work (issue 13)
+    # Backpressure and background work
     overload_pending_writes: Annotated[int, Meta(ge=0)] = 4096
     overload_wal_bytes: Annotated[int, Meta(ge=0)] = 1024 * 1024 * 1024
     overload_commit_ms: Annotated[int, Meta(ge=0)] = 1000

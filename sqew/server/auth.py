@@ -18,7 +18,7 @@ setting ``require_auth``.
 a key is left in the request's scope state (``principal_of``) for handlers and the access log
 (which names the key of a 403 too: the state is set before the scope is checked).
 It is an ASGI middleware and not a Litestar guard because Litestar copies the route handler for
-every guard call (7 µs per request here, the price of a whole statement of an enqueue). Who the
+every guard call, a cost on every request of the order of a whole statement of an enqueue. Who the
 key is, without paying argon2 per request, is ``sqew.server.authenticator``'s job; failed
 attempts per address are ``sqew.server.attempts``'.
 """

@@ -33,7 +33,7 @@ def as_json(message: sqew.models.Message) -> dict[str, object]:
     return decoded
 
 
-# --- requeue and leases (defect 13) -------------------------------------------------------------
+# --- requeue and leases -------------------------------------------------------------------------
 def test_requeue_leaves_a_leased_dlq_message_with_its_holder(client: sqew.Client, q: str) -> None:
     a, b, c = dead_letter(client, q, 3)
     (held,) = client.poll("q.dlq")
@@ -66,7 +66,7 @@ def test_requeue_moves_a_dlq_message_whose_lease_has_ended(
     assert client.stats(q).dlq == 0
 
 
-# --- origin_queue (defect 11) -------------------------------------------------------------------
+# --- origin_queue -------------------------------------------------------------------------------
 def test_dlq_messages_say_where_they_came_from(client: sqew.Client, q: str) -> None:
     sent = dead_letter(client, q, 2)
     listed = client.dlq_list(q)

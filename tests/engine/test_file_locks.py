@@ -69,7 +69,7 @@ def test_a_closed_write_session_does_not_lose_later_commits(
     holder.stdin.write("go\n")
     holder.stdin.flush()
     assert holder.stdout.readline() == "enqueued\n"
-    assert ready(tmp_path, db) == 101  # 1 before the fix: the 100 went to a deleted WAL
+    assert ready(tmp_path, db) == 101  # 1 would mean the 100 went to a deleted WAL
     holder.stdin.write("end\n")
     holder.stdin.flush()
     code, _, err = finish(holder, 60)

@@ -342,7 +342,7 @@ def test_a_merge_whose_group_failed_before_it_ran_takes_no_more_requests(
         assert [m.id for m in c.peek("q", limit=10)] == [second]
 
 
-# --- callers that left, and a transaction that ends under the group (defect 13) --------------
+# --- callers that left, and a transaction that ends under the group ---------------------------
 def test_polls_cancelled_while_their_group_waited_for_the_lock_lease_nothing(
     sqlite_db: Path,
 ) -> None:

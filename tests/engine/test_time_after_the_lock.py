@@ -1,9 +1,9 @@
-"""A write that waits for the write lock reads the time once it has the lock (defect 13).
+"""A write that waits for the write lock reads the time once it has the lock.
 
 Another connection holds SQLite's write lock; a poll, an enqueue or a nack starts and waits for
 it; meanwhile the clock moves on 5 s; then the lock is released. What the write derives from
 "now" (a lease's end; enqueued_at, available_at and expires_at; a nack's available_at) counts
-from when the write ran, not from when it began to wait: a poll used to hand out a lease that
+from when the write ran, not from when it began to wait, or a poll would hand out a lease that
 had already run out.
 
 Both writers: the embedded Client (one transaction per call, on the caller's thread) and a

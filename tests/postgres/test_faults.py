@@ -1,4 +1,4 @@
-"""The database going away under load (issue #14, item 5): one ``sqew serve`` on a PostgreSQL
+"""The database going away under load: one ``sqew serve`` on a PostgreSQL
 server of the test's own, which is stopped (``pg_ctl stop -m fast``, or ``-m immediate``: a
 crash) and started again while producers, a consumer and a readiness probe keep calling.
 

@@ -1,4 +1,4 @@
-"""Two ``sqew serve`` replicas on one PostgreSQL database (issue #14, item 4): producers and
+"""Two ``sqew serve`` replicas on one PostgreSQL database: producers and
 consumers on both at once, every message delivered and acked exactly once; a long poll on one
 replica is woken by an enqueue on the other (LISTEN/NOTIFY)."""
 

@@ -1,5 +1,5 @@
-"""On PostgreSQL every process stamps times by the database server's clock (issue #14, item 1:
-"time from the server where clocks could differ"): replicas and clients on hosts whose clocks
+"""On PostgreSQL every process stamps times by the database server's clock, where
+clocks could differ: replicas and clients on hosts whose clocks
 differ still agree on when a message was enqueued, becomes visible and ends its lease.
 
 The database here plays a server whose clock is an hour ahead of this host's, without root or

@@ -1,5 +1,5 @@
 """A key revoked through one worker of ``sqew serve --workers 2`` stops working in both within
-a second (issue #11).
+a second.
 
 The test holds one keep-alive connection to each worker (which worker accepted a connection is
 read from outside with psutil, as in ``test_workers.py``), uses the key on both so that both

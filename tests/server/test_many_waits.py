@@ -1,9 +1,8 @@
-"""A thousand long polls waiting at once on a real server (defect 7).
+"""A thousand long polls waiting at once on a real server.
 
-Long polls once held a thread each: with 300 waiting, a poll of another queue that had a ready
-message took 18 s, and 200 waits left 205 threads. Now a wait is a future on the event loop:
-the server's thread count does not move while a thousand polls are parked, another queue's
-poll is answered meanwhile, and when messages come every wait ends and none is left behind.
+A wait is a future on the event loop, not a thread: the server's thread count does not move
+while a thousand polls are parked, another queue's poll is answered meanwhile, and when
+messages come every wait ends and none is left behind.
 
 The server runs in this process (a thread), so the service's waiter says when the polls are
 parked; the polls are raw HTTP/1.1 connections on an asyncio loop, which adds no thread.

@@ -1,4 +1,4 @@
-"""OpenTelemetry traces (issue 13): spans of a real server, and trace context in messages.
+"""OpenTelemetry traces: spans of a real server, and trace context in messages.
 
 The server under test is real (uvicorn on 127.0.0.1, ``ServerThread``) and traces with an SDK
 ``TracerProvider`` given to its app, whose spans go to the SDK's ``InMemorySpanExporter``. A
