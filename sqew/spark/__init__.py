@@ -7,8 +7,8 @@ extra (``pip install 'sqew[spark]'``: pyspark ≥ 4 and pyarrow).
     spark.readStream.format("sqew").option("url", URL).option("api_key", KEY)
         .option("queue", "jobs").load()
 
-The source talks to sqew only through ``sqew.Client`` (DESIGN: client ← spark), so it works
-against a database file, a database URL or a server; on a cluster, executors must reach the
+The source talks to sqew only through ``sqew.Client`` (docs/architecture.md: client ← spark), so it
+works against a database file, a database URL or a server; on a cluster, executors must reach the
 same ``db``/``url`` (a file only on one machine: local mode).
 """
 

@@ -1,8 +1,8 @@
 """The wheel ships the Alembic scripts, and ``sqew db upgrade`` works from a real install.
 
-The scripts live at the top-level ``alembic/`` (DESIGN's layout) and are mapped into the
-package as ``sqew/_alembic`` by hatch's ``force-include``. The editable install the suite runs
-on reads them from the source tree, so only a built wheel, installed the way ``pip install``
+The scripts live at the top-level ``alembic/`` (docs/architecture.md, "Migrations") and are mapped
+into the package as ``sqew/_alembic`` by hatch's ``force-include``. The editable install the suite
+runs on reads them from the source tree, so only a built wheel, installed the way ``pip install``
 does, shows that a user's ``sqew db upgrade`` finds them.
 """
 
