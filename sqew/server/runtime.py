@@ -108,8 +108,9 @@ class Runtime:
     def begin_shutdown(self) -> None:
         """Stop waiting: every long poll returns what it has now (called on SIGINT/SIGTERM)."""
         if not self.draining and self._service is not None:
-            log.info("shutdown begun: long polls end, running requests finish",
-                     extra={"event": "shutdown_begun"})
+            grace = self.settings.graceful_timeout_s
+            log.info("shutdown begun: long polls end, running requests get up to %s s", grace,
+                     extra={"event": "shutdown_begun", "graceful_timeout_s": grace})
         self.draining = True
         if self._service is not None:
             self._service.waiter.close()

@@ -241,12 +241,18 @@ class Sqew:
 
 
 def assert_failed(result: Result, code: str) -> None:
-    """Exit 1, one stderr line ``error: <code>: <message>``, no traceback."""
+    """Exit 1, no traceback, one stderr line: ``error: <code>: <message>``, or with ``--json``
+    the error envelope ``{"error": {"code": <code>, "message": …}}``."""
     assert result.returncode == 1, str(result)
     lines = result.stderr.splitlines()
     assert len(lines) == 1, str(result)
-    assert lines[0].startswith(f"error: {code}: "), str(result)
-    assert len(lines[0]) > len(f"error: {code}: "), str(result)
+    if "--json" in result.args:
+        error = json.loads(lines[0])["error"]
+        assert set(error) == {"code", "message"} and error["code"] == code, str(result)
+        assert error["message"], str(result)
+    else:
+        assert lines[0].startswith(f"error: {code}: "), str(result)
+        assert len(lines[0]) > len(f"error: {code}: "), str(result)
     assert "Traceback" not in result.stderr + result.stdout, str(result)
 
 
