@@ -24,13 +24,13 @@ from opentelemetry.trace import TracerProvider
 
 from sqew import errors, telemetry
 from sqew.backends import open_backend
-from sqew.config import Settings
 from sqew.core.clock import Clock
 from sqew.core.pressure import Thresholds
 from sqew.core.service import QueueService
 from sqew.server.authenticator import Authenticator
 from sqew.server.background import Background
 from sqew.server.metrics import Metrics
+from sqew.settings import Settings
 
 T = TypeVar("T")
 
