@@ -6,8 +6,10 @@ cache keyed by ``keys.digest(key)`` with the stored hash. A cached key older tha
 is re-confirmed with a primary-key read (the row must still be there with the same hash; no
 argon2), so a key revoked anywhere stops working within a second in every process; a key in
 use is re-confirmed in the background from ``REFRESH_S`` on, so that requests do not wait for
-it. Concurrent requests with the same key share one verification or confirmation.
-``last_used_at`` is written in batches by a background task, at most once a minute per key.
+it. Concurrent requests with the same key share one verification or confirmation
+(``sqew.server.single_flight``). ``last_used_at`` is written in batches by a background task,
+at most once a minute per key (``sqew.server.key_uses``). The header is read by
+``sqew.server.credentials``.
 
 **Failed attempts** (no key, a malformed, unknown, wrong or revoked one) are counted per
 client (``attempts.client_of``: an address, IPv6 by /64), a leaky bucket of
