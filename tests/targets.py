@@ -46,9 +46,9 @@ import msgspec
 import pytest
 
 import sqew
-from sqew.config import Settings
 from sqew.core.clock import Clock, ManualClock, system_clock
 from sqew.core.service import QueueService
+from sqew.settings import Settings, from_mapping
 
 SERVER_START_S = 15
 
@@ -271,4 +271,4 @@ class ServerThread:
 
 def server_settings(db: Path | str, **extra: object) -> Settings:
     """Settings for a test server on ``db`` (quiet logs, a free port)."""
-    return Settings.from_mapping({"db": str(db), "port": 0, "log_level": "warning", **extra})
+    return from_mapping({"db": str(db), "port": 0, "log_level": "warning", **extra})

@@ -37,9 +37,9 @@ def report(exc: errors.SqewError, as_json: bool = False) -> int:
     returns the exit status (1).
 
     Problems in the server settings are one block: the error line, then one indented line
-    per problem (``sqew.config_layers.SettingsError``).
+    per problem (``sqew.settings.SettingsError``).
     """
-    from sqew.config_layers import SettingsError
+    from sqew.settings.problems import SettingsError
 
     if as_json:
         sys.stderr.buffer.write(_envelope(exc.to_dict()) + b"\n")

@@ -11,12 +11,12 @@ from typing import Annotated, Any
 
 import typer
 
-from sqew import config_layers
-from sqew.cli import output, params, serve_config
+from sqew.cli import output, params
 from sqew.cli.state import current
+from sqew.settings import layering, report, serve_options
 
 
-@serve_config.with_setting_options
+@serve_options.with_setting_options
 def serve(
     ctx: typer.Context,
     config: Annotated[Path | None, typer.Option(
@@ -42,13 +42,16 @@ def serve(
 
         sqew serve --db ./sqew.db --port 8888 --log-format json --access-log
     """
-    flags = serve_config.given(settings)
+    flags = serve_options.given(settings)
     db = flags.get("db") or _root_db(ctx)
     if db:
         flags["db"] = params.check_database(db)
-    resolved = config_layers.resolve(config, flags=flags)
+    resolved = layering.resolve(config, flags=flags)
     if print_config:
-        serve_config.print_config(resolved, current(ctx).json)
+        if current(ctx).json:
+            output.write_json(report.as_data(resolved))
+        else:
+            typer.echo(report.as_text(resolved))
         return
     effective = resolved.settings
     if (effective.tls_cert is None) != (effective.tls_key is None):

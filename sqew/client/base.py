@@ -8,12 +8,19 @@ it, so the CLI, the Spark data source and the tests are written once against thi
 from __future__ import annotations
 
 import abc
+import importlib
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from sqew import jsonlimits, models
 from sqew.client.validation import validation_error as validation_error  # re-exported
+
+# Where ``Client(target)`` finds each implementation, imported by name on first use (as the
+# ``sqew`` package finds its exports): the contract does not depend on its implementations,
+# a file never loads the HTTP client and a URL never loads the database drivers.
+_URL_CLIENT = ("sqew.client.http", "HttpClient")
+_FILE_CLIENT = ("sqew.client.local", "LocalClient")
 
 
 class Client(abc.ABC):
@@ -37,15 +44,9 @@ class Client(abc.ABC):
         cls, target: str | os.PathLike[str] = "sqew.db", *args: Any, **kwargs: Any
     ) -> Client:
         if cls is Client:
-            text = os.fspath(target)
-            if text.startswith(("http://", "https://")):
-                from sqew.client.http import HttpClient
-
-                cls = HttpClient
-            else:
-                from sqew.client.local import LocalClient
-
-                cls = LocalClient
+            url = os.fspath(target).startswith(("http://", "https://"))
+            module, name = _URL_CLIENT if url else _FILE_CLIENT
+            cls = getattr(importlib.import_module(module), name)
         return super().__new__(cls)
 
     def __enter__(self) -> Client:

@@ -27,12 +27,12 @@ from litestar.utils.scope.state import ScopeState
 from opentelemetry.trace import TracerProvider
 
 from sqew import errors, telemetry
-from sqew.config import Settings
 from sqew.core.clock import Clock
 from sqew.server import access, auth, openapi, tracing
 from sqew.server import errors as server_errors
 from sqew.server.routes import dlq, keys, messages, ops, queues
 from sqew.server.runtime import Runtime
+from sqew.settings import Settings, load
 
 ROUTES = [*queues.HANDLERS, *messages.HANDLERS, *dlq.HANDLERS, *keys.HANDLERS, *ops.HANDLERS]
 log = logging.getLogger("sqew.server")
@@ -137,7 +137,7 @@ def answer_cancelled(app: ASGIApp) -> ASGIApp:
 
 def app_from_env() -> Litestar:
     """App factory for server processes: settings from ``SQEW_*`` (and ``SQEW_CONFIG``)."""
-    return create_app(Settings.load())
+    return create_app(load())
 
 
 def begin_shutdown(app: Litestar) -> None:

@@ -1,7 +1,8 @@
 """API keys enforced on every endpoint (docs/rest.md, "Auth"): what each route needs, and the
 middleware that checks it.
 
-**What a route needs.** Every route handler declares it in ``opt["access"]``: ``open`` (no key
+**What a route needs.** Every route handler declares it in ``opt["access"]``
+(``sqew.server.route_access``): ``open`` (no key
 consulted: /healthz, /readyz), ``read`` (any scope: a queue's settings and stats, the list of
 queues), ``produce``, ``consume``, ``admin``, or ``metrics`` (``admin`` when the setting
 ``metrics_auth`` is on, else ``open``). ``check_routes`` makes ``create_app`` refuse a handler
@@ -26,7 +27,7 @@ attempts per address are ``sqew.server.attempts``'.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import Any
 
 from litestar import Request
 from litestar.enums import ScopeType
@@ -35,12 +36,8 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 
 from sqew import errors
 from sqew.core import keys, rules
-
-if TYPE_CHECKING:
-    from sqew.server.authenticator import Authenticator
-
-Access = Literal["open", "read", "produce", "consume", "admin", "metrics"]
-ACCESS: frozenset[str] = frozenset(get_args(Access))
+from sqew.server.authenticator import Authenticator
+from sqew.server.route_access import ACCESS
 
 PRINCIPAL = "sqew.principal"
 """The key of the request's principal in the ASGI scope's ``state``."""

@@ -6,8 +6,10 @@ cache keyed by ``keys.digest(key)`` with the stored hash. A cached key older tha
 is re-confirmed with a primary-key read (the row must still be there with the same hash; no
 argon2), so a key revoked anywhere stops working within a second in every process; a key in
 use is re-confirmed in the background from ``REFRESH_S`` on, so that requests do not wait for
-it. Concurrent requests with the same key share one verification or confirmation.
-``last_used_at`` is written in batches by a background task, at most once a minute per key.
+it. Concurrent requests with the same key share one verification or confirmation
+(``sqew.server.single_flight``). ``last_used_at`` is written in batches by a background task,
+at most once a minute per key (``sqew.server.key_uses``). The header is read by
+``sqew.server.credentials``.
 
 **Failed attempts** (no key, a malformed, unknown, wrong or revoked one) are counted per
 client (``attempts.client_of``: an address, IPv6 by /64), a leaky bucket of
@@ -21,8 +23,6 @@ valid: neither has more verifications under way than it may fail.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import functools
 import hashlib
 import hmac
@@ -30,9 +30,8 @@ import logging
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine, Hashable
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from litestar.handlers import BaseRouteHandler
 from litestar.types import Scope
@@ -42,13 +41,15 @@ from sqew.backends.base import KeyRow
 from sqew.core import keys
 from sqew.server import preflight
 from sqew.server.attempts import FailureLimit, client_of
-from sqew.server.auth import Access
+from sqew.server.credentials import MISSING, WRONG, credentials_of, well_formed_key
+from sqew.server.key_uses import KeyUses
+from sqew.server.metrics import Metrics
+from sqew.server.route_access import Access
+from sqew.server.service_handle import ServiceHandle
+from sqew.server.single_flight import SingleFlight
 from sqew.server.verifications import Verifications
+from sqew.settings import Settings
 
-if TYPE_CHECKING:
-    from sqew.server.runtime import Runtime
-
-T = TypeVar("T")
 log = logging.getLogger("sqew.server")
 
 CONFIRM_S = 1.0
@@ -60,14 +61,8 @@ REFRESH_S = 0.8
 so that under steady traffic no request waits for a confirmation."""
 TOUCH_EVERY_S = 60.0
 """A key's ``last_used_at`` is written at most this often (per process)."""
-FLUSH_EVERY_S = 1.0
-"""How often the uses to record are written."""
 
 _AUTHORIZATION = b"authorization"
-_MISSING = "this server requires an API key: send `Authorization: Bearer <key>`"
-_SCHEME = "the Authorization header must be `Bearer <key>`"
-_MALFORMED = "the Authorization header holds no well-formed API key (sqew_<id>_<secret>)"
-_WRONG = "the API key is not valid (unknown, wrong or revoked)"
 
 
 @dataclass(slots=True)
@@ -84,12 +79,14 @@ class Authenticator:
     """Who is calling, per request, for one app (one per process).
 
     Args:
-        rt: the app's runtime (settings, the service once started, the database threads).
+        settings: the server settings (which keys are required, the cache, the limits).
+        metrics: the app's metrics (verifications are counted).
+        serving: the service once started, and the database threads (argon2 runs there).
     """
 
-    def __init__(self, rt: Runtime) -> None:
-        s = rt.settings
-        self._rt = rt
+    def __init__(self, settings: Settings, metrics: Metrics, serving: ServiceHandle) -> None:
+        s = settings
+        self._serving = serving
         # Beyond loopback without --insecure, keys are required whatever the database says:
         # the refusal to start open holds while serving too (keys switched off on the file).
         self._exposed = not s.insecure and not preflight.is_loopback(s.host)
@@ -97,16 +94,16 @@ class Authenticator:
         self._metrics: Access = "admin" if s.metrics_auth else "open"
         self._size = s.auth_cache_size
         self._cache: OrderedDict[bytes, _Entry] = OrderedDict()
-        self._once: _Once[_Entry | None] = _Once()  # per key digest
-        self._once_any: _Once[bool] = _Once()
-        self._verifications = Verifications(rt.metrics)
+        self._once: SingleFlight[_Entry | None] = SingleFlight()  # per key digest
+        self._once_any: SingleFlight[bool] = SingleFlight()
+        self._verifications = Verifications(metrics)
         self._failures = FailureLimit(s.auth_failures_per_minute)  # per client
         self._by_key = FailureLimit(s.auth_failures_per_minute)  # per key id (real ones)
         self._any: bool | None = None  # None: not read yet
         self._checked = -math.inf  # when _any was last read (monotonic)
         self._changes = 0  # keys minted or revoked in this process: reads begun before are stale
-        self._used: dict[str, int] = {}  # key id -> ms, to record
-        self._flusher: asyncio.Task[None] | None = None
+        self.uses = KeyUses(serving)
+        """When each key was last used, recorded in batches."""
 
     # --- per request ----------------------------------------------------------------------------
     def need_of(self, handler: BaseRouteHandler) -> Access:
@@ -144,9 +141,9 @@ class Authenticator:
         values = [v for k, v in scope["headers"] if k == _AUTHORIZATION]
         if not values:  # counted too: anonymous floods are limited like guessing
             self._failed(address)
-            raise errors.Unauthorized(_MISSING)
+            raise errors.Unauthorized(MISSING)
         try:
-            credentials = _credentials(values)
+            credentials = credentials_of(values)
             # The SHA-256 of the key's ASCII bytes is keys.digest(key); hashing the bytes as
             # they came spares a cached key the decoding and the pattern match (only
             # well-formed keys are ever cached, so a hit is one).
@@ -157,7 +154,7 @@ class Authenticator:
                 if now - entry.touched >= TOUCH_EVERY_S:
                     self._note_use(entry, now)
                 return entry.principal
-            key = _key(credentials) if entry is None else ""
+            key = well_formed_key(credentials) if entry is None else ""
         except errors.Unauthorized:
             self._failed(address)
             raise
@@ -169,7 +166,7 @@ class Authenticator:
             self._check_key_id(key, now)
             got = await self._verified(digest, key, address, now)
         if got is None:
-            raise errors.Unauthorized(_WRONG)
+            raise errors.Unauthorized(WRONG)
         if now - got.touched >= TOUCH_EVERY_S:
             self._note_use(got, now)
         return got.principal
@@ -224,7 +221,7 @@ class Authenticator:
         """A key not in the cache: its row, then argon2 on the database threads (counted as
         a failure of its key id until it proves valid)."""
         key_id = keys.key_id_of(key)
-        assert key_id is not None  # _key checked the form
+        assert key_id is not None  # well_formed_key checked the form
         row, read_at = await self._row(key_id)
         changes = self._changes
         if row is None:
@@ -235,7 +232,8 @@ class Authenticator:
         suspect = (self._failures.level(address, now) > 1.0
                    or self._by_key.level(key_id, now) > 0.0)
         self._by_key.fail(key_id, now)
-        check = functools.partial(self._rt.offload, functools.partial(keys.verify, row.hash, key))
+        verify = functools.partial(keys.verify, row.hash, key)
+        check = functools.partial(self._serving.offload, verify)
         if not await self._verifications.verify(check, suspect=suspect):
             return None
         self._by_key.forgive(key_id, time.monotonic())
@@ -257,7 +255,7 @@ class Authenticator:
         """The key's row, read after every mint or revocation this process has begun."""
         while True:
             changes, read_at = self._changes, time.monotonic()
-            row = await self._rt.service.find_key(key_id)
+            row = await self._serving.service.find_key(key_id)
             if changes == self._changes:
                 return row, read_at
 
@@ -281,7 +279,7 @@ class Authenticator:
         """Whether keys are enforced, from the database (a change is logged)."""
         while True:
             changes, read_at = self._changes, time.monotonic()
-            found = await self._rt.service.auth_required()
+            found = await self._serving.service.auth_required()
             if changes == self._changes:
                 break
         if found != self._any:
@@ -292,7 +290,7 @@ class Authenticator:
     def _note_use(self, entry: _Entry, now: float) -> None:
         """Queue the key's use for recording (called at most once per TOUCH_EVERY_S)."""
         entry.touched = now
-        self._used[entry.principal.key_id] = self._rt.service.clock()
+        self.uses.note(entry.principal.key_id)
 
     # --- keys minted and revoked here -----------------------------------------------------------
     def minted(self) -> None:
@@ -320,84 +318,11 @@ class Authenticator:
     # --- recording uses -------------------------------------------------------------------------
     def start(self) -> None:
         """Start recording uses in the background (on the server's loop, after startup)."""
-        self._flusher = asyncio.get_running_loop().create_task(self._flush_forever())
+        self.uses.start()
 
     async def stop(self) -> None:
-        """Stop the background task and record what is left."""
-        if self._flusher is not None:
-            self._flusher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._flusher
-            self._flusher = None
-        await self.flush()
-
-    async def flush(self) -> None:
-        """Write the queued ``last_used_at`` times now (one transaction)."""
-        if not self._used:
-            return
-        used, self._used = list(self._used.items()), {}
-        try:
-            await self._rt.service.touch_keys(used)
-        except errors.SqewError as exc:  # a busy or read-only database: the times are only news
-            log.warning("recording when API keys were last used failed: %s", exc.message)
-
-    async def _flush_forever(self) -> None:
-        while True:
-            await asyncio.sleep(FLUSH_EVERY_S)
-            await self.flush()
-
-
-def _credentials(values: list[bytes]) -> bytes:
-    """What follows ``Bearer`` in the one Authorization header (never echoed in errors)."""
-    if len(values) != 1:
-        raise errors.Unauthorized(f"send one Authorization header, not {len(values)}")
-    scheme, _, credentials = values[0].strip().partition(b" ")
-    if scheme.lower() != b"bearer":
-        raise errors.Unauthorized(_SCHEME)
-    return credentials.strip()
-
-
-def _key(credentials: bytes) -> str:
-    """The well-formed key ``credentials`` hold (Unauthorized if they hold none)."""
-    try:
-        key = credentials.decode("ascii")
-    except UnicodeDecodeError:
-        raise errors.Unauthorized(_MALFORMED) from None
-    if keys.key_id_of(key) is None:
-        raise errors.Unauthorized(_MALFORMED)
-    return key
-
-
-
-class _Once(Generic[T]):
-    """One run at a time per token: callers that come while it runs share its result.
-
-    The run is shielded: a caller that goes away (a client that disconnects) does not cancel
-    it for the others.
-    """
-
-    def __init__(self) -> None:
-        self._running: dict[Hashable, asyncio.Future[T]] = {}
-
-    async def __call__(self, token: Hashable, work: Callable[[], Coroutine[Any, Any, T]]) -> T:
-        return await asyncio.shield(self.start(token, work))
-
-    def start(self, token: Hashable, work: Callable[[], Coroutine[Any, Any, T]]
-              ) -> asyncio.Future[T]:
-        """The run for ``token``: the one running, or ``work()`` started now."""
-        running = self._running.get(token)
-        if running is None:
-            running = asyncio.ensure_future(work())
-            self._running[token] = running
-            running.add_done_callback(functools.partial(self._landed, token))
-        return running
-
-    def _landed(self, token: Hashable, done: asyncio.Future[T]) -> None:
-        if self._running.get(token) is done:
-            del self._running[token]
-        if not done.cancelled():
-            done.exception()  # retrieved: no "exception never retrieved" if every caller left
-
+        """Stop recording uses in the background, and record what is left."""
+        await self.uses.stop()
 
 
 def _log_auth_change(required: bool, was: bool | None) -> None:

@@ -29,16 +29,13 @@ import logging
 import os
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from sqew import errors
 from sqew.backends.base import Lead
 from sqew.core import maintenance
 from sqew.core.pressure import Pressure
-
-if TYPE_CHECKING:
-    from sqew.server.metrics import Metrics
-    from sqew.server.runtime import Runtime
+from sqew.server.metrics import Metrics
+from sqew.server.service_handle import ServiceHandle
 
 MIN_TICK_S = 0.05
 """The shortest interval between ticks (``reap_interval_ms`` may be tiny in tests)."""
@@ -105,17 +102,21 @@ class Background:
     """The timer of one server process (see the module docstring).
 
     Args:
-        rt: the process's runtime (its service is open while the timer runs).
+        serving: the process's service (open while the timer runs) and database threads.
+        metrics: the app's metrics (the background work's are made with them).
+        reap_interval_ms: how often the leader reaps (the setting).
         reap: lead and run the reaper (off: polls and reads reap once due by the service's
             clock, ``create_app(reaper_timer=False)``).
     """
 
-    def __init__(self, rt: Runtime, *, reap: bool) -> None:
-        self._rt = rt
+    def __init__(self, serving: ServiceHandle, metrics: Metrics, *, reap_interval_ms: int,
+                 reap: bool) -> None:
+        self._serving = serving
+        self._interval_s = reap_interval_ms / 1000
         self._reap = reap
         self._lead: Lead | None = None
         self._next_reap = 0.0  # (monotonic) when the leader reaps next
-        self.metrics = BackgroundMetrics(rt.metrics)
+        self.metrics = BackgroundMetrics(metrics)
         self._failures = _Failures()
 
     @property
@@ -141,7 +142,7 @@ class Background:
     async def run_forever(self) -> None:
         """Tick every ``reap_interval_ms`` (at most ``MAX_TICK_S``) until cancelled, starting
         now."""
-        interval = min(MAX_TICK_S, max(MIN_TICK_S, self._rt.settings.reap_interval_ms / 1000))
+        interval = min(MAX_TICK_S, max(MIN_TICK_S, self._interval_s))
         while True:
             if self._reap:
                 with self._failures.watch("reaping", event="reap"):
@@ -151,7 +152,6 @@ class Background:
             await asyncio.sleep(interval)
 
     async def _lead_and_reap(self) -> None:
-        rt = self._rt
         if self._lead is not None and not self._lead.held:
             log.warning("lost the reaper's lead (pid %d)", os.getpid())
             self._lead = None
@@ -171,8 +171,8 @@ class Background:
         started = time.monotonic()
         if started < self._next_reap:
             return
-        self._next_reap = started + rt.settings.reap_interval_ms / 1000
-        reaped = await rt.service.reap()
+        self._next_reap = started + self._interval_s
+        reaped = await self._serving.service.reap()
         seconds = time.monotonic() - started
         self.metrics.reaped(reaped, seconds)
         # At info level when it did something; a run every second that finds nothing is no news.
@@ -189,8 +189,8 @@ class Background:
         Should shutdown cancel the wait, a lead the thread takes after all is let go at once:
         held by nobody, it would stop every other process from reaping.
         """
-        backend = self._rt.service.backend
-        taking = asyncio.ensure_future(self._rt.offload(lambda: backend.try_lead(
+        backend = self._serving.service.backend
+        taking = asyncio.ensure_future(self._serving.offload(lambda: backend.try_lead(
             maintenance.ROLE)))
         try:
             return await asyncio.shield(taking)
@@ -199,11 +199,11 @@ class Background:
             raise
 
     async def _measure(self) -> None:
-        state = self._rt.service.pressure
+        state = self._serving.service.pressure
         if state is None:
             return
         if state.overloaded:  # enqueues refused: an empty group takes the measures again
-            await self._rt.service.probe()
+            await self._serving.service.probe()
         self.metrics.pressure(state)
 
     def release(self) -> None:

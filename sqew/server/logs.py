@@ -32,8 +32,8 @@ from typing import Any
 
 import msgspec
 
-from sqew.config import Settings
 from sqew.escapes import escape_controls
+from sqew.settings import Settings
 
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
     "message", "asctime", "taskName"}

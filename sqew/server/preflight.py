@@ -13,7 +13,7 @@ import ssl
 
 from sqew import errors, locations
 from sqew.backends import sqlite_path
-from sqew.config import Settings
+from sqew.settings import Settings
 
 LOOPBACK_NAMES = frozenset({"localhost", "localhost."})
 

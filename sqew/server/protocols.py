@@ -84,7 +84,7 @@ CLIENT_GONE = "sqew.client_gone"
 
 @dataclass(frozen=True)
 class Limits:
-    """What ``HttpProtocol`` enforces (see the module docstring; ``sqew.config.Settings``)."""
+    """What ``HttpProtocol`` enforces (see the module docstring; ``sqew.settings.Settings``)."""
 
     header_timeout_s: float = 10.0
     body_timeout_s: float = 30.0

@@ -34,7 +34,6 @@ from uvicorn.supervisors import Multiprocess
 
 from sqew import __version__, errors
 from sqew.backends import open_backend
-from sqew.config import CONFIG_ENV, Settings
 from sqew.server import logs, protocols
 from sqew.server.app import app_from_env, create_app
 from sqew.server.gc_tuning import GC_TUNING
@@ -47,6 +46,7 @@ from sqew.server.preflight import (
     fd_limit,
     raise_fd_limit,
 )
+from sqew.settings import CONFIG_ENV, Settings, to_env
 
 FACTORY = "sqew.server.runner:worker_app"
 log = logging.getLogger("sqew.server")
@@ -109,7 +109,7 @@ def run(settings: Settings, *, announce: Callable[[str], None] | None = None,
                     "who can reach it can use every queue", settings.host)
     try:
         if settings.workers > 1:
-            os.environ.update(settings.to_env())  # the worker processes build their settings
+            os.environ.update(to_env(settings))  # the worker processes build their settings
             os.environ.pop(CONFIG_ENV, None)  # from those variables alone
             with metrics_dir() as shared:
                 supervisor = (_Supervisor(config, sockets, settings.host, port, shared)

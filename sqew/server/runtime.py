@@ -24,13 +24,13 @@ from opentelemetry.trace import TracerProvider
 
 from sqew import errors, telemetry
 from sqew.backends import open_backend
-from sqew.config import Settings
 from sqew.core.clock import Clock
 from sqew.core.pressure import Thresholds
 from sqew.core.service import QueueService
 from sqew.server.authenticator import Authenticator
 from sqew.server.background import Background
 from sqew.server.metrics import Metrics
+from sqew.settings import Settings
 
 T = TypeVar("T")
 
@@ -66,9 +66,11 @@ class Runtime:
         self._timer: asyncio.Task[None] | None = None
         self.draining = False
         self.metrics = Metrics(enabled=settings.metrics)
-        self.background = Background(self, reap=reaper_timer)
+        self.background = Background(self, self.metrics,
+                                     reap_interval_ms=settings.reap_interval_ms,
+                                     reap=reaper_timer)
         self.waiting_polls = 0  # long polls (wait_ms > 0) in progress (max_waiting_polls)
-        self.auth = Authenticator(self)
+        self.auth = Authenticator(settings, self.metrics, self)
 
     @property
     def service(self) -> QueueService:

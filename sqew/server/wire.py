@@ -30,8 +30,8 @@ from litestar.utils.scope.state import ScopeState
 
 from sqew import errors, jsonlimits, models
 from sqew.client.validation import SETTINGS_MODELS, every_problem, validation_error
-from sqew.config import Settings
 from sqew.server.protocols import CLIENT_GONE
+from sqew.settings import Settings
 
 T = TypeVar("T")
 

@@ -20,7 +20,8 @@ from typing import Any
 
 import httpx
 
-from sqew.config_fields import FIELDS, TABLE_BEGIN, TABLE_END, markdown_table
+from sqew.settings.docs_table import TABLE_BEGIN, TABLE_END, markdown_table
+from sqew.settings.fields import FIELDS
 
 from .support import SQEW_BIN, serve
 
@@ -177,4 +178,5 @@ def test_every_setting_is_described_and_in_the_cli_reference() -> None:
     document = (ROOT / "docs" / "cli.md").read_text()
     block = document.split(TABLE_BEGIN, 1)[1].split(TABLE_END, 1)[0].strip()
     assert block == markdown_table(), (
-        "docs/cli.md's settings table is stale: run `python -m sqew.config_fields docs/cli.md`")
+        "docs/cli.md's settings table is stale: "
+        "run `python -m sqew.settings.docs_table docs/cli.md`")

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from litestar.testing import TestClient
 
-from sqew.config import Settings
 from sqew.server.app import create_app
+from sqew.settings import Settings
 
 
 @pytest.fixture

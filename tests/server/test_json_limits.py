@@ -134,13 +134,13 @@ def test_the_limit_is_the_servers_setting(start_server: Callable[..., Any]) -> N
 
 
 def test_max_json_depth_is_range_checked() -> None:
-    from sqew.config import Settings
+    from sqew.settings import Settings, from_mapping
 
     assert Settings().max_json_depth == 64
-    assert Settings.from_mapping({"max_json_depth": "256"}).max_json_depth == 256
+    assert from_mapping({"max_json_depth": "256"}).max_json_depth == 256
     for bad in (0, 257, "deep"):
         with pytest.raises(errors.ValidationError, match="max_json_depth"):
-            Settings.from_mapping({"max_json_depth": bad})
+            from_mapping({"max_json_depth": bad})
 
 
 # Hypothesis's check that a recursive strategy's `extend` uses its argument misfires in a full

@@ -2,7 +2,7 @@
 
 Two backends opened on one database stand for two processes (PostgreSQL's lock is an advisory
 lock of a connection of its own: it is not shared within a process). SQLite's side of the seam
-is tested with it (tests/engine/test_lead.py, branch ``pressure``).
+is tested in tests/engine/test_lead.py.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""``sqew serve``'s settings options, generated from ``config.Settings``, and ``--print-config``.
+"""``sqew serve``'s settings options, generated from ``sqew.settings.model.Settings``.
 
 Every server setting is an option of ``serve`` (``--kebab-case``; ``--x/--no-x`` for a
-boolean), made from ``sqew.config_fields.FIELDS`` as ``queue add``'s are from the queue
+boolean), made from ``sqew.settings.fields.FIELDS`` as ``queue add``'s are from the queue
 settings: the help is the setting's description, its variable, default and range. The option
 parser checks only that a value is of the option's type (an integer, one of the choices:
 else a usage error, exit 2, as for every sqew command); ranges are checked with the file's and
-the environment's values, so every problem is reported at once (``sqew.config_layers``).
+the environment's values, so every problem is reported at once (``sqew.settings.layering``).
 """
 
 from __future__ import annotations
@@ -18,9 +18,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from sqew.cli import output
-from sqew.config_fields import FIELDS, Field, hide_password
-from sqew.config_layers import Resolved
+from sqew.settings.fields import FIELDS, Field
 
 PANEL = "Settings (also from --config FILE and SQEW_* variables)"
 # Metavars of the options docs/cli.md shows; the others are named after their type.
@@ -84,35 +82,3 @@ def given(settings: dict[str, Any]) -> dict[str, Any]:
     """The settings given as options, as plain values (None = not given)."""
     return {k: v.value if isinstance(v, Enum) else v for k, v in settings.items()
             if v is not None}
-
-
-# --- --print-config ------------------------------------------------------------------------------
-def as_data(resolved: Resolved) -> dict[str, Any]:
-    """The effective settings as ``--print-config --json`` prints them."""
-    settings: dict[str, Any] = {}
-    for f in FIELDS:
-        value = getattr(resolved.settings, f.name)
-        if value is not None and f.secret:
-            value = "***"
-        elif isinstance(value, str):
-            value = hide_password(value)
-        source = resolved.sources[f.name]
-        settings[f.name] = {"value": value, "source": source.kind, "where": source.where}
-    return {"config_file": resolved.config_file, "config_from": resolved.config_from,
-            "settings": settings}
-
-
-def print_config(resolved: Resolved, as_json: bool) -> None:
-    """Print the effective settings and where each came from (stdout)."""
-    if as_json:
-        output.write_json(as_data(resolved))
-        return
-    rows = [("setting", "value", "source")]
-    rows += [(f.name, f.shown(getattr(resolved.settings, f.name)), str(resolved.sources[f.name]))
-             for f in FIELDS]
-    widths = [max(len(r[i]) for r in rows) for i in range(2)]
-    lines = []
-    if resolved.config_file is not None:
-        lines.append(f"config file: {resolved.config_file} (from {resolved.config_from})")
-    lines += [f"{n:<{widths[0]}}  {v:<{widths[1]}}  {s}".rstrip() for n, v, s in rows]
-    typer.echo("\n".join(lines))

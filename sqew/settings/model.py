@@ -1,19 +1,17 @@
-"""Server settings: defaults ← TOML file ← ``SQEW_*`` environment ← command-line flags.
+"""The server settings, declared once: ``Settings``.
 
 ``Settings`` is frozen and passed in (``create_app(settings)``, ``run(settings)``); nothing reads
-the environment behind the caller's back. ``Settings.load`` does the layering once, at the edge
-(``sqew.config_layers``). Each setting ``x`` has the environment variable ``SQEW_X``, the TOML key
-``x`` (or ``x`` with dashes) and the ``sqew serve`` option ``--x`` (with dashes), all generated
-from the field (``sqew.config_fields``): a new field needs its type, default and an entry in the
-``Attributes:`` section below, nothing else. ``SQEW_CONFIG`` names a TOML file when no
-``--config`` is given.
+the environment behind the caller's back. ``sqew.settings.load`` does the layering once, at the
+edge (``sqew.settings.layering``). Each setting ``x`` has the environment variable ``SQEW_X``,
+the TOML key ``x`` (or ``x`` with dashes) and the ``sqew serve`` option ``--x`` (with dashes),
+all generated from the field (``sqew.settings.fields``): a new field needs its type, default and
+an entry in the ``Attributes:`` section below, nothing else. ``SQEW_CONFIG`` names a TOML file
+when no ``--config`` is given.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import msgspec
 from msgspec import Meta
@@ -138,64 +136,3 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     overload_pending_writes: Annotated[int, Meta(ge=0)] = 4096
     overload_wal_bytes: Annotated[int, Meta(ge=0)] = 1024 * 1024 * 1024
     overload_commit_ms: Annotated[int, Meta(ge=0)] = 1000
-
-    @classmethod
-    def load(
-        cls,
-        config: str | os.PathLike[str] | None = None,
-        *,
-        env: Mapping[str, str] | None = None,
-        **flags: Any,
-    ) -> Settings:
-        """Layer defaults, a TOML file, ``SQEW_*`` variables and flags (``None`` = not given).
-
-        Args:
-            config: a TOML file (default: ``$SQEW_CONFIG`` if set).
-            env: the environment to read (default ``os.environ``).
-            flags: values given on the command line; ``None`` values are ignored.
-
-        Raises:
-            sqew.errors.ValidationError: an unknown key, a bad value or an unreadable file.
-        """
-        from sqew import config_layers
-
-        return config_layers.resolve(config, env=env, flags=flags).settings
-
-    @classmethod
-    def from_mapping(cls, values: Mapping[str, Any], *, source: str = "settings") -> Settings:
-        """Validate settings given as a mapping (strings are read as variables are: ``"8888"``
-        → 8888, ``"yes"`` → True).
-
-        Raises:
-            sqew.config_layers.SettingsError: every bad or unknown value (a ValidationError).
-        """
-        from sqew import config_layers
-        from sqew.config_fields import BY_NAME
-
-        problems: list[config_layers.Problem] = []
-        checked: dict[str, Any] = {}
-        for name, value in values.items():
-            where = f"{source}:{name}"
-            if name not in BY_NAME:
-                problems.append(config_layers.Problem(where, "unknown setting"))
-                continue
-            try:
-                checked[name] = config_layers.check(BY_NAME[name], value,
-                                                    text=isinstance(value, str))
-            except ValueError as exc:
-                problems.append(config_layers.Problem(where, str(exc)))
-        if problems:
-            raise config_layers.SettingsError(problems)
-        return msgspec.convert(checked, cls)
-
-    def to_env(self) -> dict[str, str]:
-        """These settings as ``SQEW_*`` variables (how worker processes receive them)."""
-        from sqew.config_fields import text
-
-        out: dict[str, str] = {}
-        for name in self.__struct_fields__:
-            value = getattr(self, name)
-            if value is None:  # not set: no variable (an empty one would be a value)
-                continue
-            out[ENV_PREFIX + name.upper()] = text(value)
-        return out
