@@ -142,7 +142,7 @@ class Sender(Protocol):
 
 
 Hold = Callable[[list[int]], contextlib.AbstractContextManager[object]]
-"""A block around each send of the messages of these indexes, and its count."""
+"""A block around each send of the messages of these indexes, its count and its progress."""
 
 
 class BulkEnqueue:
@@ -249,9 +249,7 @@ class BulkEnqueue:
         reason = _BATCH_INDEX.sub("", exc.message)
         if not self.skip_invalid:
             raise type(exc)(f"message {index}: {reason}", details=exc.details) from None
-        failure = Failure(index, exc.code, reason)
-        with self.hold([index]):
-            self._settled([index], [], failure)
+        self._settled([index], [], Failure(index, exc.code, reason))
 
     def _settled(
         self, indexes: list[int], results: list[models.EnqueueResult], failure: Failure | None
