@@ -36,14 +36,14 @@ def _pinned() -> SpecifierSet:
 
 def test_pyproject_pins_the_range_the_protocol_is_written_for() -> None:
     pinned = _pinned()
-    assert pinned == SpecifierSet(uvicorn_range.SPECIFIER)
+    assert pinned == SpecifierSet(uvicorn_range.VERSIONS)
     assert any(s.operator == "<" for s in pinned), "an upper bound: internals change"
 
 
 def test_the_installed_uvicorn_is_supported() -> None:
     """Fails on a uvicorn outside the range: the protocol was not written for it."""
-    assert uvicorn.__version__ in SpecifierSet(uvicorn_range.SPECIFIER), (
-        f"uvicorn {uvicorn.__version__} is installed, outside {uvicorn_range.SPECIFIER}: "
+    assert uvicorn.__version__ in SpecifierSet(uvicorn_range.VERSIONS), (
+        f"uvicorn {uvicorn.__version__} is installed, outside {uvicorn_range.VERSIONS}: "
         "check sqew/server/protocols.py against it before widening the range")
     uvicorn_range.check()
     # What the protocol calls or overrides is there (a rename would fail only at run time).
@@ -58,7 +58,7 @@ def test_another_release_is_refused_in_one_line(version: str) -> None:
     message = caught.value.message
     assert "\n" not in message
     assert f"uvicorn {version} is installed" in message
-    assert uvicorn_range.SPECIFIER in message
+    assert uvicorn_range.VERSIONS in message
 
 
 @pytest.mark.parametrize("version", ["0.45.0", "0.54.0", "0.54.7"])
