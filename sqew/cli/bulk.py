@@ -1,11 +1,14 @@
 """``message enqueue --file``: stream newline-delimited JSON into a queue in batches.
 
-Memory stays flat whatever the file size: lines are read one at a time, at most one batch is
-held, results are only counted, and at most ``KEEP_FAILED`` failed lines are remembered (the
-rest only counted). Each line is checked before it joins a batch, so a bad line is reported
-with its number and skipped; a batch the service rejects for one message's sake (too large,
-invalid) is retried one message at a time so that only the bad lines fail. Errors that are not
-about a message (unknown queue, full queue, database unavailable) stop the run.
+The lines become messages that ``Client.enqueue_many`` (``sqew.client.bulk``) enqueues: it
+validates each one, sends them in batches, isolates a message the queue refuses, and waits
+out refusals that say "try again" under its retry policy. This module only reads the lines
+(a blank one is skipped; an ``--envelope`` line is decoded into its fields), maps each
+message back to its line number, and keeps the summary by line. Memory stays flat whatever
+the file size: at most one batch's lines are held, results are only counted, and at most
+``KEEP_FAILED`` failed lines are remembered (the rest only counted). Errors that are not about
+a message (unknown queue, a refusal past the retry policy's bounds, database unavailable)
+stop the run.
 """
 
 from __future__ import annotations
@@ -24,18 +27,14 @@ from rich.console import Console
 
 from sqew import errors, jsonlimits, models
 from sqew.cli.output import plural
+from sqew.client import bulk
 from sqew.client.base import Client, validation_error
 from sqew.escapes import escape_controls
 
-BATCH_SIZE = 500
+BATCH_SIZE = bulk.BATCH_SIZE
 KEEP_FAILED = 1000  # failed lines remembered with their error; beyond, only counted
 SHOW_FAILED = 20  # failed lines listed in the human summary
-MAX_RETRY_WAIT_S = 60.0
 
-# Errors caused by one message of a batch: retrying the batch message by message isolates it.
-_PER_MESSAGE = (errors.ValidationError, errors.PayloadTooLarge, errors.InvalidRequest)
-# Transient refusals: wait as told (Retry-After) and send the same batch again.
-_TRANSIENT = (errors.RateLimited, errors.Overloaded)
 _BATCH_INDEX = re.compile(r"^message \d+: ")
 _BOM = b"\xef\xbb\xbf"
 
@@ -61,11 +60,11 @@ class Summary:
         self.interrupted = False  # stopped by a signal (Ctrl-C, SIGTERM)
         self.in_doubt: tuple[int, int] | None = None  # lines of a batch cut short, first-last
 
-    def fail(self, line: int, exc: errors.SqewError) -> None:
-        """Record that ``line`` failed with ``exc``."""
+    def fail(self, line: int, code: str, message: str) -> None:
+        """Record that ``line`` failed with the error ``code`` and its ``message``."""
         self.failed_total += 1
         if len(self.failed) < KEEP_FAILED:
-            self.failed.append(LineError(line, exc.code, _BATCH_INDEX.sub("", exc.message)))
+            self.failed.append(LineError(line, code, _BATCH_INDEX.sub("", message)))
 
     def to_json(self) -> dict[str, Any]:
         """``{"enqueued", "duplicates", "failed": [{"line", "error": {"code", "message"}}]}``.
@@ -128,23 +127,6 @@ class Summary:
                 "the lines after it were not enqueued")
 
 
-def parse_plain(line: bytes, max_depth: int = jsonlimits.MAX_DEPTH) -> msgspec.Raw:
-    """One plain line: a JSON value, kept as its exact text.
-
-    Args:
-        line: the line.
-        max_depth: the deepest payload accepted (checked before decoding: a decoder recurses
-            per level).
-    """
-    _check_utf8(line)
-    jsonlimits.check_depth(line, max_depth)
-    try:
-        raw: msgspec.Raw = msgspec.json.decode(line, type=msgspec.Raw)
-    except msgspec.DecodeError as exc:
-        raise errors.ValidationError(f"invalid JSON: {exc}") from None
-    return raw
-
-
 def parse_envelope(line: bytes, max_depth: int = jsonlimits.MAX_DEPTH) -> dict[str, Any]:
     """One ``--envelope`` line: a message object with the API's fields.
 
@@ -165,6 +147,36 @@ def parse_envelope(line: bytes, max_depth: int = jsonlimits.MAX_DEPTH) -> dict[s
               "attributes": m.attributes, "traceparent": m.traceparent,
               "tracestate": m.tracestate}
     return {k: v for k, v in fields.items() if v is not None}
+
+
+def envelope_fields(line: bytes) -> dict[str, Any]:
+    """One ``--file --envelope`` line: a JSON object of the API's message fields, as a
+    mapping for ``Client.enqueue_many`` (which checks them), its payload kept as its text.
+
+    Raises:
+        sqew.errors.ValidationError: not a JSON object.
+    """
+    try:
+        fields = _object(line)
+        return {k: v if k == "payload" else _field(k, v) for k, v in fields.items()}
+    except msgspec.ValidationError:
+        raise errors.ValidationError(
+            "the line is not a JSON object of the message's fields (payload, priority, …)"
+        ) from None
+    except msgspec.DecodeError as exc:
+        raise errors.ValidationError(f"invalid JSON: {exc}") from None
+    except RecursionError:
+        raise errors.ValidationError("the line is nested too deep to read") from None
+
+
+_object = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
+
+
+def _field(name: str, raw: msgspec.Raw) -> Any:
+    """A field other than the payload, decoded (no field of a message is nested deep)."""
+    text = bytes(raw)
+    jsonlimits.check_depth(text, 1, what=name, field=name)
+    return msgspec.json.decode(text)
 
 
 def _check_utf8(line: bytes) -> None:
@@ -232,16 +244,17 @@ class InterruptGuard:
 
 
 class FileEnqueuer:
-    """Enqueues the lines of one NDJSON stream.
+    """Enqueues the lines of one NDJSON stream through ``Client.enqueue_many``.
 
     Args:
         client: where to enqueue.
         queue: the queue's name.
         envelope: lines are message objects (else payloads).
         defaults: fields for plain-payload lines (priority, delay_ms, ttl_ms, attributes).
-        batch_size: messages per ``enqueue_batch`` call.
-        sleep: how to wait before retrying a rate-limited batch.
+        batch_size: messages per batch.
+        sleep: how to wait before a refused batch is sent again.
         guard: holds Ctrl-C back while a batch is sent and counted (none by default).
+        retry: the retry policy (``sqew.client.bulk.RetryPolicy``'s defaults by default).
     """
 
     def __init__(
@@ -254,6 +267,7 @@ class FileEnqueuer:
         batch_size: int = BATCH_SIZE,
         sleep: Callable[[float], None] = time.sleep,
         guard: InterruptGuard | None = None,
+        retry: bulk.RetryPolicy | None = None,
     ) -> None:
         self.client = client
         self.queue = queue
@@ -261,8 +275,10 @@ class FileEnqueuer:
         self.defaults = dict(defaults or {})
         self.batch_size = batch_size
         self.sleep = sleep
+        self.retry = retry
         self.guard = guard or InterruptGuard()  # not installed: holds nothing back
         self.summary = Summary()
+        self._lines: dict[int, int] = {}  # message index → its line, until it is settled
         self._sending: tuple[int, int] | None = None  # lines of the batch sent last
 
     def run(self, lines: Iterable[bytes], advance: Callable[[int], None] | None = None) -> Summary:
@@ -272,7 +288,22 @@ class FileEnqueuer:
             sqew.errors.SqewError: an error not caused by one message stopped the run;
                 ``self.summary`` holds what was done and ``stopped_at`` the first line not done.
         """
-        batch: list[tuple[int, dict[str, Any]]] = []
+        run = bulk.BulkEnqueue(
+            self.client, self.queue, batch_size=self.batch_size, on_progress=self._settled,
+            retry=self.retry, skip_invalid=True, keep_failed=0, hold=self._hold,
+            sleep=self.sleep)
+        try:
+            run.run(self._messages(lines, advance))
+        except errors.SqewError:
+            self.summary.stopped_at = min(self._lines.values(), default=None)
+            raise
+        return self.summary
+
+    def _messages(
+        self, lines: Iterable[bytes], advance: Callable[[int], None] | None
+    ) -> Iterator[Mapping[str, Any]]:
+        """The messages of the good lines, each index noted with its line number."""
+        index = 0
         for number, raw in enumerate(lines, 1):
             if advance is not None:
                 advance(len(raw))
@@ -281,53 +312,36 @@ class FileEnqueuer:
                 text = text[len(_BOM):].strip()
             if not text:
                 continue
-            try:
-                batch.append((number, self._message(text)))
-            except errors.SqewError as exc:
-                self.summary.fail(number, exc)
-                continue
-            if len(batch) >= self.batch_size:
-                self._flush(batch)
-                batch = []
-        if batch:
-            self._flush(batch)
-        return self.summary
+            if self.envelope:
+                try:
+                    message = envelope_fields(text)
+                except errors.SqewError as exc:
+                    self.summary.fail(number, exc.code, exc.message)
+                    continue
+            else:  # checked by the client, as every payload is
+                message = {"payload": msgspec.Raw(text), **self.defaults}
+            self._lines[index] = number
+            index += 1
+            yield message
 
-    def _message(self, text: bytes) -> dict[str, Any]:
-        # The client's own limit, so that a line too deep fails here, with its line number
-        # and the message the client would give.
-        depth = self.client.max_json_depth
-        if self.envelope:
-            return parse_envelope(text, depth)
-        return {"payload": parse_plain(text, depth), **self.defaults}
+    @contextlib.contextmanager
+    def _hold(self, indexes: list[int]) -> Iterator[None]:
+        self._sending = (self._lines[indexes[0]], self._lines[indexes[-1]])
+        with self.guard.held():
+            yield
 
-    def _flush(self, batch: list[tuple[int, dict[str, Any]]]) -> None:
-        try:
-            self._send(batch)
-        except _PER_MESSAGE as exc:
-            if len(batch) == 1:
-                self.summary.fail(batch[0][0], exc)
-                return
-            for item in batch:
-                self._flush([item])
-        except errors.SqewError:
-            self.summary.stopped_at = batch[0][0]
-            raise
-
-    def _send(self, batch: list[tuple[int, dict[str, Any]]]) -> None:
-        """Enqueue one batch and count it, waiting out transient refusals."""
-        messages = [m for _, m in batch]
-        self._sending = (batch[0][0], batch[-1][0])
-        while True:
-            try:
-                with self.guard.held():
-                    results = self.client.enqueue_batch(self.queue, messages)
-                    self._count(results, batch[-1][0])
-                return
-            except _TRANSIENT as exc:
-                # A token bucket refills and an overload passes: waiting is the right answer
-                # for a bulk load (Ctrl-C stops it).
-                self.sleep(min(exc.retry_after or 1.0, MAX_RETRY_WAIT_S))
+    def _settled(self, progress: bulk.Progress) -> None:
+        numbers = [self._lines.pop(i) for i in progress.indexes]
+        failure = progress.failure
+        if failure is not None:
+            self.summary.fail(numbers[0], failure.code, failure.message)
+            return
+        for r in progress.results:
+            if r.duplicate:
+                self.summary.duplicates += 1
+            else:
+                self.summary.enqueued += 1
+        self.summary.last_committed = max(numbers)
 
     def interrupted(self) -> None:
         """Record in the summary that a signal stopped the run (and, if a second one cut a
@@ -336,11 +350,3 @@ class FileEnqueuer:
         committed = self.summary.last_committed or 0
         if self.guard.cut_short and self._sending is not None and self._sending[0] > committed:
             self.summary.in_doubt = self._sending
-
-    def _count(self, results: list[models.EnqueueResult], last_line: int) -> None:
-        for r in results:
-            if r.duplicate:
-                self.summary.duplicates += 1
-            else:
-                self.summary.enqueued += 1
-        self.summary.last_committed = last_line

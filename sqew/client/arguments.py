@@ -1,6 +1,7 @@
 """A Client call's Python arguments turned into the wire models (validated the same way for
 every client, so a bad argument fails alike locally and over HTTP), and the leased messages'
-payloads as sent.
+payloads as sent. This is where a message's fields and payload are checked for every client
+and for what is built on them (``Client.enqueue_many``, the CLI, Spark).
 
 A message enqueued inside a span carries that span's trace context (``traceparent``,
 ``tracestate``) unless it gives its own (docs/rest.md, "Trace context"; ``sqew.telemetry``).
@@ -9,7 +10,7 @@ A message enqueued inside a span carries that span's trace context (``traceparen
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
@@ -56,10 +57,37 @@ def payload_text(payload: Any, max_json_depth: int) -> msgspec.Raw:
         # scanner reads any depth), so the answer is the same as the server gives everyone.
         jsonlimits.check_depth(text, max_json_depth)
     if isinstance(payload, msgspec.Raw):
-        # Encoded Python values always decode back (floats are written with repr, too-long
-        # integers refused by the encoder); text given as is may not.
+        # Encoded Python values are always one valid JSON value that decodes back (floats are
+        # written with repr, too-long integers refused by the encoder); text given as is may
+        # be neither.
+        text = json_text(text, max_json_depth)
         jsonlimits.check_numbers(text)
     return msgspec.Raw(text)
+
+
+def json_text(text: bytes, max_json_depth: int) -> bytes:
+    """``text`` as one JSON value in UTF-8, without the whitespace around it.
+
+    Raises:
+        sqew.errors.ValidationError: not UTF-8, not JSON, or more than one value.
+    """
+    try:
+        text.decode()
+    except UnicodeDecodeError as exc:
+        raise errors.ValidationError(
+            f"payload is not valid UTF-8 (byte {exc.start + 1})",
+            details=[{"field": "payload", "message": "not valid UTF-8"}]) from None
+    try:
+        value: msgspec.Raw = _raw(text)
+    except RecursionError:  # deeper than the decoder goes: far past any limit
+        if max_json_depth >= jsonlimits.MAX_DEPTH:
+            return text  # on its way to a server: refused there with the server's own limit
+        raise jsonlimits.depth_error(max_json_depth) from None
+    except msgspec.DecodeError as exc:
+        raise errors.ValidationError(
+            f"payload is not valid JSON: {exc}",
+            details=[{"field": "payload", "message": f"not valid JSON: {exc}"}]) from None
+    return bytes(value)
 
 
 def _with_context(body: dict[str, Any], context: dict[str, str]) -> None:
@@ -136,8 +164,23 @@ def messages_in(
 ) -> list[models.MessageIn]:
     """Validate a batch of messages given as mappings, in one pass.
 
-    Errors name the message: ``message <i>: <reason>`` (found again one by one, off the
-    fast path).
+    Errors name the message: ``message <i>: <reason>`` (the first that fails).
+    """
+    checked = each_message_in(items, max_json_depth=max_json_depth)
+    for i, m in enumerate(checked):
+        if isinstance(m, errors.ValidationError):
+            raise errors.ValidationError(f"message {i}: {m.message}", details=m.details)
+    return cast(list[models.MessageIn], checked)  # (no error in it)
+
+
+def each_message_in(
+    items: Iterable[Mapping[str, Any]], *, max_json_depth: int = jsonlimits.DEFAULT_MAX_DEPTH
+) -> list[models.MessageIn | errors.ValidationError]:
+    """Validate many messages given as mappings: each one's ``MessageIn``, or why it is not
+    valid (``message_from_mapping``'s error).
+
+    The whole list is converted at once while nothing looks wrong; otherwise each message is
+    checked on its own, precisely.
     """
     batch = list(items)
     context = telemetry.current_fields()
@@ -147,9 +190,9 @@ def messages_in(
             payload = item["payload"]
             text = _encode(payload)
             if text.count(b"[") + text.count(b"{") > max_json_depth or (
-                isinstance(payload, msgspec.Raw) and jsonlimits.may_overflow(text)
+                isinstance(payload, msgspec.Raw) and not _plain_json(text)
             ):
-                raise _OneByOne  # it may be too deep or hold a bad number: check it precisely
+                raise _OneByOne  # too deep, or text to check precisely
             raw = msgspec.Raw(text)
             if len(item) == 1:  # the common case: nothing but the payload
                 body = {"payload": raw, **context}
@@ -158,21 +201,31 @@ def messages_in(
                 body["payload"] = raw
                 _with_context(body, context)
             bodies.append(body)
-        result: list[models.MessageIn] = msgspec.convert(bodies, _MESSAGE_LIST)
+        result: list[models.MessageIn | errors.ValidationError] = msgspec.convert(
+            bodies, _MESSAGE_LIST)
         return result
     except (_OneByOne, msgspec.ValidationError, TypeError, ValueError, OverflowError, KeyError,
             AttributeError, RecursionError):
         pass
-    out: list[models.MessageIn] = []
-    for i, item in enumerate(batch):
+    out: list[models.MessageIn | errors.ValidationError] = []
+    for item in batch:
         try:
             out.append(message_from_mapping(item, max_json_depth=max_json_depth,
                                             context=context))
         except errors.ValidationError as exc:
-            raise errors.ValidationError(
-                f"message {i}: {exc.message}", details=exc.details
-            ) from None
+            out.append(exc)
     return out
+
+
+def _plain_json(text: bytes) -> bool:
+    """Whether JSON text given as is can be sent as it is: UTF-8, one JSON value with no
+    whitespace around it, no number that may not decode back (else ``payload_text`` checks
+    it precisely)."""
+    try:
+        text.decode()
+        return bytes(_raw(text)) == text and not jsonlimits.may_overflow(text)
+    except (UnicodeDecodeError, msgspec.DecodeError, RecursionError):
+        return False
 
 
 def convert(obj: Any, type_: type[Any]) -> Any:
@@ -187,3 +240,4 @@ def convert(obj: Any, type_: type[Any]) -> Any:
 
 
 _encode = msgspec.json.Encoder().encode
+_raw = msgspec.json.Decoder(msgspec.Raw).decode

@@ -1,5 +1,6 @@
 """The Client contract (docs/rest.md, "From Python"): one method per REST endpoint, typed
-results, SqewError on failure.
+results, SqewError on failure; and what is built on them for every client (``enqueue_many``,
+``export``).
 
 ``LocalClient`` (a database file or URL, in-process) and ``HttpClient`` (a server) both satisfy
 it, so the CLI, the Spark data source and the tests are written once against this protocol.
@@ -10,10 +11,11 @@ from __future__ import annotations
 import abc
 import importlib
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from sqew import jsonlimits, models
+from sqew.client import bulk
 from sqew.client.validation import validation_error as validation_error  # re-exported
 
 # Where ``Client(target)`` finds each implementation, imported by name on first use (as the
@@ -33,7 +35,7 @@ class Client(abc.ABC):
     owner is trusted). ``sqew.verify_signature`` checks a leased message's ``signature``.
 
     Attributes:
-        max_json_depth: the deepest payload this client enqueues (``sqew.jsonlimits``): the server's
+        max_json_depth: the deepest payload this client enqueues (``sqew.jsonlimits``): the
             default on a database; for a server, the most any server allows, as the server
             applies its own ``max_json_depth``.
     """
@@ -101,6 +103,58 @@ class Client(abc.ABC):
     ) -> list[models.EnqueueResult]:
         """Enqueue up to 1000 messages (dicts with ``payload`` and optional fields), all or none."""
         raise NotImplementedError
+
+    @abc.abstractmethod
+    def _enqueue_checked(
+        self, queue: str, messages: list[models.MessageIn]
+    ) -> list[models.EnqueueResult]:
+        """Enqueue messages already validated (``sqew.client.arguments``), all or none."""
+        raise NotImplementedError
+
+    def enqueue_many(
+        self,
+        queue: str,
+        messages: Iterable[Mapping[str, Any]],
+        *,
+        batch_size: int = bulk.BATCH_SIZE,
+        on_progress: Callable[[bulk.Progress], None] | None = None,
+        retry: bulk.RetryPolicy | None = None,
+        skip_invalid: bool = False,
+        keep_failed: int = bulk.KEEP_FAILED,
+    ) -> bulk.EnqueueSummary:
+        """Enqueue any number of messages in batches, waiting out refusals that say "try
+        again" (``sqew.client.bulk``).
+
+        ``messages`` (read lazily, so any iterable, however long) are mappings as in
+        ``enqueue_batch``. Each batch is all or none; the call as a whole is not.
+
+        Args:
+            queue: the queue's name.
+            messages: the messages, each with ``payload`` and optional fields.
+            batch_size: messages per request (1 to 1000).
+            on_progress: called with a ``bulk.Progress`` each time messages are settled: a
+                batch enqueued (with its results) or a message failed.
+            retry: when and how long a refused batch is sent again (default
+                ``bulk.RetryPolicy()``: up to 10 tries within 120 s per batch, backoff from
+                0.5 s doubling to at most 30 s, ``Retry-After`` honoured).
+            skip_invalid: a message that is not valid, or that the queue refuses on its own
+                (too large, say), is recorded in the summary's ``failed`` and the rest go
+                on; False: it raises, naming it (``message <index>: …``), with the batches
+                before its own enqueued.
+            keep_failed: failures kept in the summary's ``failed`` (all are counted).
+
+        Returns:
+            The counts: enqueued, duplicates, failed, retries.
+
+        Raises:
+            sqew.errors.SqewError: an error that does not say "try again" (``QueueNotFound``,
+                ``Forbidden``, ``Unavailable`` with no ``Retry-After``…), a refusal still
+                repeated when the retry policy's bounds are reached, or (``skip_invalid``
+                False) an invalid message; the batches before it are enqueued.
+        """
+        return bulk.BulkEnqueue(
+            self, queue, batch_size=batch_size, on_progress=on_progress, retry=retry,
+            skip_invalid=skip_invalid, keep_failed=keep_failed).run(messages)
 
     @abc.abstractmethod
     def poll(

@@ -219,10 +219,15 @@ class HttpClient(Client):
     def enqueue_batch(
         self, queue: str, messages: Iterable[Mapping[str, Any]]
     ) -> list[models.EnqueueResult]:
-        batch = messages_in(messages, max_json_depth=self.max_json_depth)
+        return self._enqueue_checked(
+            queue, messages_in(messages, max_json_depth=self.max_json_depth))
+
+    def _enqueue_checked(
+        self, queue: str, messages: list[models.MessageIn]
+    ) -> list[models.EnqueueResult]:
         result = self._call(models.EnqueueBatchResult, "POST",
                             f"/queues/{self._q(queue)}/messages",
-                            body=models.MessageBatchIn(batch), signed=True)
+                            body=models.MessageBatchIn(messages), signed=True)
         return result.messages
 
     def poll(

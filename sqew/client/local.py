@@ -127,8 +127,12 @@ class LocalClient(Client):
     def enqueue_batch(
         self, queue: str, messages: Iterable[Mapping[str, Any]]
     ) -> list[models.EnqueueResult]:
-        batch = messages_in(messages)
-        return run_sync(self.service.enqueue(queue, batch))
+        return self._enqueue_checked(queue, messages_in(messages))
+
+    def _enqueue_checked(
+        self, queue: str, messages: list[models.MessageIn]
+    ) -> list[models.EnqueueResult]:
+        return run_sync(self.service.enqueue(queue, messages))
 
     def poll(
         self, queue: str, *, batch: int = 1, wait_ms: int = 0, visibility_ms: int | None = None

@@ -16,7 +16,6 @@ on its loop with ``group_commit=True`` and a thread pool as ``offload``.
 
 from __future__ import annotations
 
-import functools
 import logging
 import random
 from collections.abc import Callable, Sequence
@@ -61,8 +60,9 @@ class QueueService:
             server's; build the service on it) instead of one transaction per call.
         offload: runs blocking reads and long writes (a server: its thread pool).
         observer: told about each write transaction (a server's metrics).
-        tracer: trace operations and transactions with it (``sqew.core.tracing``); None
-            (tracing off): nothing is traced and nothing checks whether to trace.
+        tracer: trace the write transactions with it (``sqew.core.tracing``'s writers);
+            ``sqew.core.traced_service.TracedService``, which also traces the operations
+            and reads, passes it. None (tracing off): nothing checks whether to trace.
         reap_when_due: polls and reads run the reaper once ``reap_interval_ms`` has passed,
             if this process can take the reaper's lead at that moment (the embedded Client;
             a server whose timer reaps passes False; see ``sqew.core.maintenance``).
@@ -96,12 +96,8 @@ class QueueService:
         self._direct, self._writer = writers.choose(
             backend, self.clock, self.waiter, group_commit=group_commit, offload=offload,
             observer=observer, tracer=tracer, pressure=self.pressure)
+        # How a read runs in a span (``TracedService`` sets it); None: untraced.
         self._read_spans: Callable[[Callable[[], Any]], Callable[[], Any]] | None = None
-        if tracer is not None:
-            from sqew.core import tracing
-
-            tracing.instrument(self, tracer)
-            self._read_spans = functools.partial(tracing.read_span, tracer, backend)
         self._reaps = maintenance.ReapSchedule(reap_interval_ms, when_due=reap_when_due)
 
     # --- running --------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""uvicorn's HTTP/1.1 protocol, with sqew's error envelope and limits that hold against slow
-and idle clients.
+"""uvicorn's HTTP/1.1 protocol, with the error envelope (docs/rest.md) and limits that hold
+against slow and idle clients.
 
 **Envelope.** A request the HTTP parser rejects (a control character in a header, a duplicate
 or negative ``Content-Length``, a bad chunk size, a URL too long to parse) never reaches the
@@ -32,11 +32,12 @@ headers or body, and accepts connections until the process runs out of file desc
 
 The timeouts cost no timer per request: a connection notes its phase and when it began
 (an attribute and a clock read), and one ``Guard`` per process sweeps all connections a few
-times a second, closing those past their deadline. That replaces uvicorn's keep-alive timer,
-which was a ``call_later`` and a cancel per request.
+times a second, closing those past their deadline (uvicorn's keep-alive timer is not used).
 
 It is uvicorn's httptools protocol (what its ``auto`` picks: ``uvicorn[standard]`` installs
-httptools).
+httptools), subclassed: it overrides and calls uvicorn internals, so it runs on the uvicorn
+releases it is written for only (``sqew.server.uvicorn_range``, pinned in pyproject.toml;
+``runner`` refuses to serve on any other).
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from uvicorn.supervisors import Multiprocess
 
 from sqew import __version__, errors
 from sqew.backends import open_backend
-from sqew.server import logs, protocols
+from sqew.server import logs, protocols, uvicorn_range
 from sqew.server.app import app_from_env, create_app
 from sqew.server.gc_tuning import GC_TUNING
 from sqew.server.metrics_dirs import metrics_dir
@@ -84,7 +84,9 @@ def run(settings: Settings, *, announce: Callable[[str], None] | None = None,
         config_file: the TOML file the settings were read from, for the log.
 
     Raises:
-        sqew.errors.Unavailable: the database cannot be opened or the address is in use.
+        sqew.errors.Unavailable: the database cannot be opened, the address is in use, or
+            the installed uvicorn is not one ``protocols.HttpProtocol`` is written for
+            (``uvicorn_range``).
         sqew.errors.ValidationError: the TLS certificate or key cannot be used.
         sqew.errors.Forbidden: a host beyond loopback with no key to enforce (``check_exposure``).
     """
@@ -131,7 +133,8 @@ def _prepare(settings: Settings) -> tuple[list[socket.socket], bool]:
     Returns:
         The listening sockets, and whether the server is open to all (``check_exposure``).
     """
-    check_tls(settings)  # before anything else: a bad file is a clear error, not a traceback
+    uvicorn_range.check()  # before anything else: a server without its limits never starts
+    check_tls(settings)  # a bad file is a clear error, not a traceback
     # Open (creating or upgrading the schema) before binding: a bad database fails clearly.
     backend = open_backend(settings.db, durability=settings.durability, upgrade=True)
     try:
@@ -221,7 +224,12 @@ def uvicorn_config(settings: Settings, app: Litestar | None = None, *,
     The connection limit is kept below the process's file-descriptor limit (``fd_limit``).
     uvicorn applies ``log_config`` (default: ``logs.config(settings)``) at once and in each
     worker process; its own access log is off (``sqew.server.access`` logs requests).
+
+    Raises:
+        sqew.errors.Unavailable: the installed uvicorn is not one ``protocols.HttpProtocol``
+            is written for (``uvicorn_range``).
     """
+    uvicorn_range.check()
     many = settings.workers > 1
     target: Litestar | str = FACTORY if many else serving(app or create_app(settings))
     config = protocols.Config(

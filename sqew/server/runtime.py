@@ -88,15 +88,19 @@ class Runtime:
         self._pool = ThreadPoolExecutor(s.threads, thread_name_prefix="sqew-db")
         self.tracing = telemetry.server_tracing(self._tracer_provider)  # in every worker
         try:
-            self._service = QueueService(
-                backend, clock=self._clock, reap_interval_ms=s.reap_interval_ms,
+            options: dict[str, Any] = dict(
+                clock=self._clock, reap_interval_ms=s.reap_interval_ms,
                 group_commit=s.group_commit, offload=self.offload, rng=self._rng,
-                observer=self.metrics.observer,
-                tracer=None if self.tracing is None else self.tracing.tracer,
-                reap_when_due=not self._reaper_timer,
+                observer=self.metrics.observer, reap_when_due=not self._reaper_timer,
                 backpressure=Thresholds(s.overload_pending_writes, s.overload_wal_bytes,
                                         s.overload_commit_ms),
             )
+            if self.tracing is None:
+                self._service = QueueService(backend, **options)
+            else:  # chosen once: an untraced server never loads the tracing code
+                from sqew.core.traced_service import TracedService
+
+                self._service = TracedService(backend, tracer=self.tracing.tracer, **options)
         except BaseException:
             backend.close()
             self._close_tracing()

@@ -5,11 +5,14 @@ serialized to JSON), and optional ``priority``, ``delay_ms``, ``ttl_ms``, ``idem
 ``attributes`` (map<string,string>). Any other column is refused by name on the driver before
 a task runs.
 
-Each task enqueues its partition in batches (``batchSize``, at most 1000) through
-``Client.enqueue_batch``. A retried task (or a speculative copy) must not enqueue its rows twice:
-a row without an ``idempotency_key`` gets one derived from the write's id, the partition and the
-row's index in it (``spark:<writeId>:<partition>:<row>``), so the queue's de-duplication answers
-a second enqueue of the same row with the first message's id. This holds while the rerun falls
+Each task enqueues its partition through ``Client.enqueue_many``, in batches (``batchSize``,
+at most 1000) with its retry policy (a refusal that says "try again", a rate limit or a full
+queue, is waited out within its bounds). A row the client or the queue refuses fails the task,
+naming the row; the batches before it stay enqueued. A retried task (or a speculative copy)
+must not enqueue its rows twice: a row without an ``idempotency_key`` gets one derived from
+the write's id, the partition and the row's index in it (``spark:<writeId>:<partition>:<row>``),
+so the queue's de-duplication answers a second enqueue of the same row with the first
+message's id. This holds while the rerun falls
 within the queue's ``dedup_window_ms`` (default 5 minutes) and when the partition's rows come
 in the same order on every attempt (any deterministic plan; not e.g. an unordered shuffle of a
 non-deterministic source). A row with its own ``idempotency_key`` is de-duplicated by that key.
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
+import re
 import uuid
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -42,7 +45,6 @@ from pyspark.sql.types import (
 )
 
 from sqew import errors
-from sqew.client.base import Client
 from sqew.spark.options import SourceOptions, option_error
 
 if TYPE_CHECKING:
@@ -54,7 +56,8 @@ PAYLOAD = "payload"
 INTEGER_COLUMNS = ("priority", "delay_ms", "ttl_ms")
 COLUMNS = (PAYLOAD, *INTEGER_COLUMNS, "idempotency_key", "attributes")
 _INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
-_RETRIES = 8  # QueueFull / RateLimited / Overloaded / Unavailable: wait as told, then again
+_MESSAGE_INDEX = re.compile(r"^message (?P<index>\d+): (?P<reason>.*)$", re.DOTALL)
+_NOT_JSON = "payload is not valid JSON: "
 
 
 @dataclasses.dataclass
@@ -161,27 +164,42 @@ class SqewWriter(DataSourceArrowWriter):
         self.write_id = options.write_id or uuid.uuid4().hex
 
     def write(self, iterator: Iterator[pyarrow.RecordBatch]) -> SqewCommitMessage:
-        """Enqueue this task's rows; returns the counts."""
+        """Enqueue this task's rows (``Client.enqueue_many``: its batches and retry policy);
+        returns the counts."""
         context = TaskContext.get()
         partition = context.partitionId() if context is not None else 0
         attempt = context.attemptNumber() if context is not None else 0
         prefix = f"spark:{self.write_id}:{partition}:"
-        size = self.options.batch_size
-        rows = enqueued = duplicates = 0
-        batch: list[dict[str, Any]] = []
-        with self.options.client() as client:
+        rows = [0]
+
+        def messages() -> Iterator[dict[str, Any]]:
             for record_batch in iterator:
-                for message in self._messages(record_batch, prefix, rows):
-                    batch.append(message)
-                    rows += 1
-                    if len(batch) >= size:
-                        new, dup = self._send(client, batch, partition, rows - len(batch))
-                        enqueued, duplicates = enqueued + new, duplicates + dup
-                        batch = []
-            if batch:
-                new, dup = self._send(client, batch, partition, rows - len(batch))
-                enqueued, duplicates = enqueued + new, duplicates + dup
-        return SqewCommitMessage(partition, attempt, rows, enqueued, duplicates)
+                for message in self._messages(record_batch, prefix, rows[0]):
+                    rows[0] += 1
+                    yield message
+
+        with self.options.client() as client:
+            try:
+                summary = client.enqueue_many(self.options.queue, messages(),
+                                              batch_size=self.options.batch_size)
+            except (errors.ValidationError, errors.PayloadTooLarge) as exc:
+                raise self._row_error(exc, partition) from None
+        return SqewCommitMessage(partition, attempt, rows[0], summary.enqueued,
+                                 summary.duplicates)
+
+    def _row_error(self, exc: errors.SqewError, partition: int) -> errors.SqewError:
+        """``exc`` (``message <i>: …``) naming the row of this partition instead."""
+        found = _MESSAGE_INDEX.match(exc.message)
+        if found is None:
+            return exc
+        row, reason = found["index"], found["reason"]
+        if (isinstance(self.payload_type, StringType) and reason.startswith(_NOT_JSON)):
+            return errors.ValidationError(
+                f"row {row} of this partition: column 'payload' is not JSON "
+                f"({reason.removeprefix(_NOT_JSON)}); a string column is read as JSON text: "
+                "to send plain text as a JSON string, serialize it first "
+                "(e.g. to_json(struct(...)))", details=exc.details)
+        return type(exc)(f"row {row} of partition {partition}: {reason}", details=exc.details)
 
     def _messages(
         self, record_batch: pyarrow.RecordBatch, prefix: str, first: int
@@ -203,43 +221,13 @@ class SqewWriter(DataSourceArrowWriter):
             yield message
 
     def _payload_encoder(self) -> Callable[[Any, int], msgspec.Raw]:
-        """A payload value (and its row index, for errors) → the JSON text to send."""
+        """A payload value (and its row index) → the JSON text to send (a string column is
+        JSON text already: the client checks it, as every payload)."""
         if isinstance(self.payload_type, StringType):
-            def text(payload: str | None, index: int) -> msgspec.Raw:
-                if payload is None:
-                    return msgspec.Raw(b"null")
-                try:  # checked here so the error names the row; sent as the text given
-                    msgspec.json.decode(payload)
-                except msgspec.DecodeError as exc:
-                    raise errors.ValidationError(
-                        f"row {index} of this partition: column 'payload' is not JSON ({exc}); "
-                        "a string column is read as JSON text: to send plain text as a JSON "
-                        "string, serialize it first (e.g. to_json(struct(...)))") from None
-                return msgspec.Raw(payload.encode())
-            return text
+            return lambda payload, _index: (
+                msgspec.Raw(b"null") if payload is None else msgspec.Raw(payload.encode()))
         plain = _to_json_value(self.payload_type)
         return lambda payload, _index: msgspec.Raw(_json_encode(plain(payload)))
-
-    def _send(
-        self, client: Client, batch: list[dict[str, Any]], partition: int, first: int
-    ) -> tuple[int, int]:
-        for attempt in range(_RETRIES + 1):
-            try:
-                results = client.enqueue_batch(self.options.queue, batch)
-            except (errors.QueueFull, errors.RateLimited, errors.Overloaded,
-                    errors.Unavailable) as exc:
-                if attempt == _RETRIES:
-                    raise
-                # The batch is all or none, so sending it again is safe.
-                time.sleep(min(30.0, exc.retry_after or 0.5 * 2**attempt))
-                continue
-            except errors.ValidationError as exc:
-                raise errors.ValidationError(
-                    f"partition {partition}, rows {first}-{first + len(batch) - 1}: "
-                    f"{exc.message}", details=exc.details) from None
-            dup = sum(1 for r in results if r.duplicate)
-            return len(results) - dup, dup
-        raise AssertionError("unreachable")
 
     def commit(self, messages: list[SqewCommitMessage | None]) -> None:  # type: ignore[override]
         """All tasks succeeded: log the totals (enqueued, duplicates) of the write."""

@@ -42,7 +42,7 @@ def _signal_while_committing(guard: InterruptGuard, blocker: sqlite3.Connection)
     main = threading.main_thread()
     deadline = time.monotonic() + WAIT_S
     try:
-        while not _inside(main, "enqueue_batch"):
+        while not _inside(main, "_enqueue_checked"):
             assert time.monotonic() < deadline, "the batch was never sent"
             time.sleep(0.001)
         if signal.getsignal(signal.SIGTERM) == guard._on_signal:  # never SIGTERM pytest
