@@ -27,8 +27,6 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "sqew"
 
 KNOWN_CYCLES: dict[str, frozenset[str]] = {
-    "service-tracing-writers": frozenset({
-        "sqew.core.service", "sqew.core.tracing", "sqew.core.writers"}),
     "app-openapi": frozenset({"sqew.server.app", "sqew.server.openapi"}),
     "backend-coordination": frozenset({"sqew.backends.base", "sqew.backends.coordination"}),
 }

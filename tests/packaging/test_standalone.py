@@ -91,7 +91,7 @@ def test_benchmarks_md_is_a_short_user_document() -> None:
 
 def slug(heading: str) -> str:
     """GitHub's anchor for a Markdown heading's text."""
-    text = re.sub(r"[`*_]|\[([^\]]*)\]\([^)]*\)", r"\1", heading).strip().lower()
+    text = re.sub(r"[`*]|\[([^\]]*)\]\([^)]*\)", r"\1", heading).strip().lower()
     return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
 
 
