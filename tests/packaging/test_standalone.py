@@ -145,6 +145,7 @@ def test_slug_follows_github() -> None:
     assert slug("Bulk enqueue: `--file`") == "bulk-enqueue---file"
     assert slug("Signed enqueues (HMAC)") == "signed-enqueues-hmac"
     assert slug("Roadmap (not yet available)") == "roadmap-not-yet-available"
+    assert slug("`enqueue_many` in Python") == "enqueue_many-in-python"
 
 
 def _listing(found: dict[str, list[str]]) -> str:
