@@ -352,8 +352,9 @@ def test_enqueue_file_reports_a_line_too_deep_and_enqueues_every_other(
                  str(path), cwd=tmp_path)
     assert result.returncode == 1, result
     assert "Traceback" not in result.stderr and "InternalError" not in result.stderr
-    assert result.stderr.startswith("error: ValidationError: 3 line(s) failed, the first at "
-                                    "line 2"), result.stderr
+    error = json.loads(result.stderr)["error"]  # with --json, the error envelope
+    assert error["code"] == "ValidationError", result.stderr
+    assert error["message"].startswith("3 line(s) failed, the first at line 2"), result.stderr
     summary = json.loads(result.stdout)
     assert summary["enqueued"] == 3
     assert [f["line"] for f in summary["failed"]] == [2, 4, 5]
