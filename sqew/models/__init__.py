@@ -50,7 +50,8 @@ from sqew.models.leases import (
 )
 from sqew.models.limits import (
     END_OF_TEXT,
-    HMAC_SECRET_MIN_BYTES,
+    HMAC_SECRET_MAX_LENGTH,
+    HMAC_SECRET_MIN_LENGTH,
     IDEMPOTENCY_KEY_PATTERN,
     KEY_NAME_MAX,
     KEY_NAME_PATTERN,
@@ -74,6 +75,8 @@ from sqew.models.limits import (
     MIN_TTL_MS,
     PATTERN_HINTS,
     QUEUE_NAME_PATTERN,
+    SIGNATURE_MAX_V1,
+    SIGNATURE_PATTERN,
     TRACEPARENT_PATTERN,
     TRACESTATE_MAX,
     TRACESTATE_PATTERN,
@@ -123,7 +126,8 @@ from sqew.models.results import (
 
 __all__ = [
     "END_OF_TEXT",
-    "HMAC_SECRET_MIN_BYTES",
+    "HMAC_SECRET_MAX_LENGTH",
+    "HMAC_SECRET_MIN_LENGTH",
     "IDEMPOTENCY_KEY_PATTERN",
     "KEY_NAME_MAX",
     "KEY_NAME_PATTERN",
@@ -148,6 +152,8 @@ __all__ = [
     "PATTERN_HINTS",
     "QUEUE_NAME_PATTERN",
     "SCAN_SOURCES",
+    "SIGNATURE_MAX_V1",
+    "SIGNATURE_PATTERN",
     "TRACEPARENT_PATTERN",
     "TRACESTATE_MAX",
     "TRACESTATE_PATTERN",

@@ -17,7 +17,8 @@ class KeyCreate(Request, kw_only=True):
 
     name: Annotated[str, Meta(pattern=KEY_NAME_PATTERN)] | None = None
     queue: QueueName | None = None
-    scopes: Annotated[list[Scope], Meta(min_length=1, max_length=3)]
+    scopes: Annotated[list[Scope], Meta(min_length=1, max_length=3,
+                                        extra_json_schema={"uniqueItems": True})]
 
     def __post_init__(self) -> None:
         if len(set(self.scopes)) != len(self.scopes):

@@ -28,7 +28,10 @@ MAX_PAYLOAD_BYTES = 1_048_576
 MIN_RATE_LIMIT_PER_S = 0.00001
 """The smallest rate limit other than 0 (off): about one message a day. Below it a token bucket
 would ask callers to wait for ages (or for longer than a float can say)."""
-HMAC_SECRET_MIN_BYTES = 16
+HMAC_SECRET_MIN_LENGTH = 16
+"""The shortest ``hmac_secret``, in characters (so at least as many bytes of UTF-8): JSON Schema's
+``minLength`` counts characters, and the server counts what the OpenAPI document says."""
+HMAC_SECRET_MAX_LENGTH = 1024
 MAX_INT64 = 2**63 - 1
 """The largest integer a database column holds (signed 64-bit): every unbounded integer of a
 request is capped here, so a larger one is a ValidationError rather than an overflow inside the
@@ -53,6 +56,12 @@ TRACEPARENT_PATTERN = (
     r"^(?!ff)[0-9a-f]{2}-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}" + END_OF_TEXT
 )
 TRACESTATE_PATTERN = r"^[\x20-\x7e]*" + END_OF_TEXT
+# X-Sqew-Signature (docs/security.md): t=<unix seconds, no leading zero, at most 12 digits>, then
+# 1 to 8 v1=<64 lower-case hex digits>, comma-separated without spaces.
+SIGNATURE_MAX_V1 = 8
+SIGNATURE_PATTERN = (
+    r"^t=(0|[1-9][0-9]{0,11})(,v1=[0-9a-f]{64}){1," + str(SIGNATURE_MAX_V1) + "}" + END_OF_TEXT
+)
 # No control characters: `keys list` prints names to a terminal, where ESC or BEL would act.
 KEY_NAME_PATTERN = r"^[^\x00-\x1f\x7f]{1," + str(KEY_NAME_MAX) + "}" + END_OF_TEXT
 

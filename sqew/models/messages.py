@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
@@ -32,6 +32,13 @@ class MessageIn(Request, kw_only=True):
     attributes: Attributes | None = None
     traceparent: Traceparent | None = None
     tracestate: Tracestate | None = None
+
+    json_schema_rules: ClassVar[dict[str, Any]] = {
+        "if": {"required": ["tracestate"], "properties": {"tracestate": {"type": "string"}}},
+        "then": {"required": ["traceparent"], "properties": {"traceparent": {"type": "string"}}},
+    }
+    """What ``__post_init__`` checks across fields, as JSON Schema (the OpenAPI document adds it
+    to the model's schema)."""
 
     def __post_init__(self) -> None:
         if self.tracestate is not None and self.traceparent is None:

@@ -13,7 +13,8 @@ from msgspec import UNSET, Meta, Struct, UnsetType
 
 from sqew.models.fields import QueueName, Request
 from sqew.models.limits import (
-    HMAC_SECRET_MIN_BYTES,
+    HMAC_SECRET_MAX_LENGTH,
+    HMAC_SECRET_MIN_LENGTH,
     MAX_ATTEMPTS,
     MAX_BACKOFF_BASE_MS,
     MAX_BACKOFF_MS,
@@ -61,21 +62,21 @@ MaxPayloadBytes = Annotated[int, Meta(
 MaxDepth = Annotated[int, Meta(
     ge=0, le=MAX_INT64, description="Most messages held (a quota); 0 = unlimited",
     extra={"default": 0})]
-# 0 or at least MIN_RATE_LIMIT_PER_S: a gap no constraint can say, checked in __post_init__.
+# 0 or at least MIN_RATE_LIMIT_PER_S: checked in __post_init__, said to JSON Schema by anyOf.
 RateLimitPerS = Annotated[float, Meta(
     ge=0, le=MAX_FLOAT, description="Enqueues per second (a token bucket); 0 = off",
+    extra_json_schema={"anyOf": [{"maximum": 0}, {"minimum": MIN_RATE_LIMIT_PER_S}]},
     extra={"default": 0.0, "range": f"0 (off), or ≥ {MIN_RATE_LIMIT_PER_S:.5f}"})]
 Order = Annotated[Literal["fifo", "lifo"], Meta(
     description="Order within one priority", extra={"default": "fifo"})]
 Archive = Annotated[bool, Meta(
     description="Keep acked messages in an archive", extra={"default": False})]
-# SPEC counts the minimum in bytes (UTF-8), which a schema cannot say: rules.check_hmac_secret
-# checks it.
 HmacSecret = Annotated[str, Meta(
-    max_length=1024,
-    description="Secret (at least 16 bytes of UTF-8) for signed enqueues and deliveries; "
-                "write-only, never returned",
-    extra={"default": None, "range": f"≥ {HMAC_SECRET_MIN_BYTES} bytes, ≤ 1024 characters"})]
+    min_length=HMAC_SECRET_MIN_LENGTH, max_length=HMAC_SECRET_MAX_LENGTH,
+    description=f"Secret of {HMAC_SECRET_MIN_LENGTH} to {HMAC_SECRET_MAX_LENGTH} characters for "
+                "signed enqueues and deliveries; write-only, never returned",
+    extra={"default": None,
+           "range": f"{HMAC_SECRET_MIN_LENGTH} \u2013 {HMAC_SECRET_MAX_LENGTH} characters"})]
 
 
 # --- queues -------------------------------------------------------------------------------------
