@@ -11,15 +11,15 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, TextIO
 from urllib.parse import urlsplit
 
 import typer
 import typer.main
 
 from sqew import __version__, errors
+from sqew.cli import debug_log, interrupts, params
 from sqew.cli import errors as cli_errors
-from sqew.cli import params
 from sqew.cli.state import State
 
 HELP = """sqew: a lightweight, reliable at-least-once message queue.
@@ -114,12 +114,15 @@ def root(
                      help="Print the version and exit."),
     ] = False,
 ) -> None:
+    debug_log.from_env()
     if url:
         url = _choose_url(ctx, url)
     if not url:
         params.check_database(db)
     state = State(db=db, url=url, api_key=api_key, json=json_, ca_cert=ca_cert, wide=wide)
     state.hmac_secret = hmac_secret or None
+    if isinstance(ctx.obj, list):  # run's: how an error of the command is to be printed
+        ctx.obj.append(state)
     ctx.obj = state
     ctx.call_on_close(state.close)
 
@@ -249,26 +252,28 @@ def _no_flag_metavars(command: Any) -> None:
 def run(argv: Sequence[str] | None = None) -> int:
     """Run ``sqew`` with ``argv`` (default: the process's) and return its exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
+    states: list[State] = []  # the root callback's, once the global options are parsed
     try:
         command = typer.main.get_command(app)
         _no_flag_metavars(command)
         result = command.main(
-            args=hoist_globals(command, args), prog_name="sqew", standalone_mode=False
+            args=hoist_globals(command, args), prog_name="sqew", standalone_mode=False,
+            obj=states,
         )
     except errors.SqewError as exc:
-        return cli_errors.report(exc)
+        return cli_errors.report(exc, as_json=bool(states) and states[0].json)
     except typer.Exit as exc:
         return exc.exit_code
     except typer.Abort:
         return cli_errors.EXIT_FAILED
     except typer.TyperException as exc:  # usage errors: Click's exceptions derive from it
         return cli_errors.report_usage(exc)
+    except interrupts.Terminated:
+        return interrupts.EXIT_TERMINATED
     except KeyboardInterrupt:
         return cli_errors.EXIT_INTERRUPTED
-    except BrokenPipeError:
-        # The reader went away (`sqew queue peek | head`): stop quietly, and point stdout at
-        # /dev/null so the interpreter's final flush cannot complain either.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except BrokenPipeError:  # the reader went away: stop quietly
+        _reader_gone(sys.stdout)
         return cli_errors.EXIT_FAILED
     except Exception as exc:
         return cli_errors.unexpected(exc)
@@ -276,5 +281,38 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Console-script entry point: run ``sqew`` and exit with its status."""
-    sys.exit(run(argv))
+    """Run ``sqew`` as the process (``sqew.cli.main`` calls it): exit with its status.
+
+    While the command runs, Ctrl-C raises ``KeyboardInterrupt`` (``run`` makes it 130); before
+    and after, it ends the process at once with 130 (``sqew.cli.interrupts``).
+    """
+    ours = interrupts.take_over()
+    try:
+        with interrupts.raising(ours):
+            status = run(argv)
+    except interrupts.Terminated:  # one that came just outside run's own handlers
+        status = interrupts.EXIT_TERMINATED
+    except KeyboardInterrupt:
+        status = cli_errors.EXIT_INTERRUPTED
+    sys.exit(_flushed(status))
+
+
+def _flushed(status: int) -> int:
+    """Write out stdout and stderr now, not at the interpreter's exit; ``status``, or 1 if
+    the reader of one went away."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except BrokenPipeError:
+            _reader_gone(stream)
+            status = status or cli_errors.EXIT_FAILED
+        except (OSError, ValueError):  # closed: nothing more can be written anyway
+            pass
+    return status
+
+
+def _reader_gone(stream: TextIO) -> None:
+    """The reader of ``stream`` went away (``sqew queue peek | head``): point it at
+    /dev/null, so that no later flush (the interpreter's own at exit) can complain."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())

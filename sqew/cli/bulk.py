@@ -58,7 +58,8 @@ class Summary:
         self.failed_total = 0
         self.stopped_at: int | None = None  # first line not processed when the run stopped
         self.last_committed: int | None = None  # the last line whose batch was committed
-        self.interrupted = False  # stopped by Ctrl-C
+        self.interrupted = False  # stopped by a signal (Ctrl-C, SIGTERM)
+        self.in_doubt: tuple[int, int] | None = None  # lines of a batch cut short, first-last
 
     def fail(self, line: int, exc: errors.SqewError) -> None:
         """Record that ``line`` failed with ``exc``."""
@@ -70,7 +71,8 @@ class Summary:
         """``{"enqueued", "duplicates", "failed": [{"line", "error": {"code", "message"}}]}``.
 
         ``failed_not_listed`` is added only when more than ``KEEP_FAILED`` lines failed;
-        ``interrupted`` and ``last_committed_line`` only when Ctrl-C stopped the run.
+        ``interrupted`` and ``last_committed_line`` only when a signal stopped the run, and
+        ``lines_in_doubt`` (``[first, last]``) when a second one cut a batch short.
         """
         body: dict[str, Any] = {
             "enqueued": self.enqueued,
@@ -85,6 +87,8 @@ class Summary:
         if self.interrupted:
             body["interrupted"] = True
             body["last_committed_line"] = self.last_committed
+        if self.in_doubt is not None:
+            body["lines_in_doubt"] = list(self.in_doubt)
         return body
 
     def render(self, queue: str) -> Callable[[Console], None]:
@@ -111,6 +115,13 @@ class Summary:
         return show
 
     def _interrupted_text(self) -> str:
+        if self.in_doubt is not None:
+            first, last = self.in_doubt
+            before = ("" if self.last_committed is None else
+                      f"; the last line committed before them is line {self.last_committed}")
+            return (f"stopped at once while lines {first} to {last} were being sent: they may "
+                    f"or may not have been enqueued{before}; the lines after line {last} were "
+                    "not enqueued")
         if self.last_committed is None:
             return "interrupted before any line was committed"
         return (f"interrupted: the last line committed is line {self.last_committed}; "
@@ -164,39 +175,52 @@ def _check_utf8(line: bytes) -> None:
 
 
 class InterruptGuard:
-    """Holds back Ctrl-C (SIGINT) while a batch is sent and counted.
+    """Holds back Ctrl-C (SIGINT) and SIGTERM while a batch is sent and counted.
 
-    An interrupt that arrives while the service commits a batch is raised once the result is
-    counted, so the summary printed on Ctrl-C tells exactly what was committed. Anywhere else
-    (reading input, waiting out a rate limit), and for a second Ctrl-C, ``KeyboardInterrupt``
-    is raised at once.
+    A signal that arrives while the service commits a batch is acted on once the result is
+    counted, so the summary printed then tells exactly what was committed. Anywhere else
+    (reading input, waiting out a rate limit), and for a second signal, ``KeyboardInterrupt``
+    is raised at once. ``signum`` is the signal that stopped the run; ``cut_short`` says a
+    second one stopped it in the middle of a batch, which may or may not have been committed.
+    A signal ignored when sqew started (a background job's SIGINT) stays ignored.
     """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self) -> None:
         self._holding = False
         self._pending = False
+        self.signum: int | None = None
+        self.cut_short = False
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[InterruptGuard]:
-        """Route SIGINT through this guard for the duration (main thread only)."""
+        """Route SIGINT and SIGTERM through this guard for the duration (main thread only)."""
         if threading.current_thread() is not threading.main_thread():
             yield self
             return
-        previous = signal.signal(signal.SIGINT, self._on_interrupt)
+        previous: dict[int, Any] = {}
         try:
+            for sig in self.SIGNALS:
+                if signal.getsignal(sig) is not signal.SIG_IGN:
+                    previous[sig] = signal.signal(sig, self._on_signal)
             yield self
         finally:
-            signal.signal(signal.SIGINT, previous)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
 
-    def _on_interrupt(self, signum: int, frame: FrameType | None) -> None:
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self.signum is None:
+            self.signum = signum
         if self._holding and not self._pending:
             self._pending = True
             return
+        self.cut_short = self._holding
         raise KeyboardInterrupt
 
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:
-        """A block that Ctrl-C does not cut short; a held interrupt is raised at its end."""
+        """A block that a signal does not cut short; a held one is raised at its end."""
         self._holding = True
         try:
             yield
@@ -239,6 +263,7 @@ class FileEnqueuer:
         self.sleep = sleep
         self.guard = guard or InterruptGuard()  # not installed: holds nothing back
         self.summary = Summary()
+        self._sending: tuple[int, int] | None = None  # lines of the batch sent last
 
     def run(self, lines: Iterable[bytes], advance: Callable[[int], None] | None = None) -> Summary:
         """Enqueue every good line; returns the summary.
@@ -292,6 +317,7 @@ class FileEnqueuer:
     def _send(self, batch: list[tuple[int, dict[str, Any]]]) -> None:
         """Enqueue one batch and count it, waiting out transient refusals."""
         messages = [m for _, m in batch]
+        self._sending = (batch[0][0], batch[-1][0])
         while True:
             try:
                 with self.guard.held():
@@ -302,6 +328,14 @@ class FileEnqueuer:
                 # A token bucket refills and an overload passes: waiting is the right answer
                 # for a bulk load (Ctrl-C stops it).
                 self.sleep(min(exc.retry_after or 1.0, MAX_RETRY_WAIT_S))
+
+    def interrupted(self) -> None:
+        """Record in the summary that a signal stopped the run (and, if a second one cut a
+        batch short, which lines may or may not have been enqueued)."""
+        self.summary.interrupted = True
+        committed = self.summary.last_committed or 0
+        if self.guard.cut_short and self._sending is not None and self._sending[0] > committed:
+            self.summary.in_doubt = self._sending
 
     def _count(self, results: list[models.EnqueueResult], last_line: int) -> None:
         for r in results:

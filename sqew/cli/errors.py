@@ -1,22 +1,27 @@
 """The CLI's one error table: how every failure becomes a stderr line and an exit status.
 
-SPEC §3: 0 success, 1 the operation failed (one line ``error: <Code>: <message>``), 2 usage
-error. Nothing internal (tracebacks, SQL, paths of sqew's own files) reaches the user.
+docs/cli.md: 0 success, 1 the operation failed (one line ``error: <Code>: <message>``; with
+``--json`` the REST API's error envelope instead), 2 usage error (one line ``error: usage:
+<message> (see `<command> --help`)``), 128 + its number when a signal stopped it
+(``sqew.cli.interrupts``). Nothing internal (tracebacks, SQL, paths of sqew's own files)
+reaches the user.
 """
 
 from __future__ import annotations
 
 import sys
 
+import msgspec
 import typer
 
 from sqew import errors
+from sqew.cli import interrupts
 from sqew.escapes import escape_controls
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
+EXIT_INTERRUPTED = interrupts.EXIT_INTERRUPTED  # 130: 128 + SIGINT, what shells report
 
 
 def error_line(exc: errors.SqewError) -> str:
@@ -26,14 +31,20 @@ def error_line(exc: errors.SqewError) -> str:
     return f"error: {exc.code}: {message}"
 
 
-def report(exc: errors.SqewError) -> int:
-    """Print ``exc`` as SPEC's error line on stderr; returns the exit status (1).
+def report(exc: errors.SqewError, as_json: bool = False) -> int:
+    """Print ``exc`` as the error line of docs/cli.md on stderr (``as_json``: as the REST
+    API's error envelope, ``{"error": {"code", "message", "details"?}}``, on one line);
+    returns the exit status (1).
 
     Problems in the server settings are one block: the error line, then one indented line
     per problem (``sqew.config_layers.SettingsError``).
     """
     from sqew.config_layers import SettingsError
 
+    if as_json:
+        sys.stderr.buffer.write(_envelope(exc.to_dict()) + b"\n")
+        sys.stderr.flush()
+        return EXIT_FAILED
     if isinstance(exc, SettingsError):  # lines of their own, each escaped
         text = "\n".join(escape_controls(part) for part in
                          f"error: {exc.code}: {exc.message}".split("\n"))
@@ -45,13 +56,13 @@ def report(exc: errors.SqewError) -> int:
 
 
 def report_usage(exc: typer.TyperException) -> int:
-    """Print a usage error the way Typer does; returns its exit status (2 for usage errors)."""
-    try:
-        from typer import rich_utils
-
-        rich_utils.rich_format_error(exc)  # type: ignore[arg-type]
-    except Exception:  # a plain line rather than fail while failing
-        sys.stderr.write(f"Error: {exc.format_message()}\n")
+    """Print a usage error as one line, ``error: usage: <message> (see `<command> --help`)``;
+    returns its exit status (2 for usage errors)."""
+    message = escape_controls(" ".join(str(exc.format_message()).split()))
+    ctx = getattr(exc, "ctx", None)
+    where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+    sys.stderr.write(f"error: usage: {message}{where}\n")
+    sys.stderr.flush()
     return exc.exit_code
 
 
@@ -59,3 +70,6 @@ def unexpected(exc: BaseException) -> int:
     """An exception sqew did not expect: one InternalError line, no traceback."""
     kind = type(exc).__name__
     return report(errors.InternalError(f"unexpected {kind}: {exc}" if str(exc) else kind))
+
+
+_envelope = msgspec.json.Encoder().encode

@@ -11,7 +11,7 @@ from typing import IO, Annotated, Any
 import typer
 
 from sqew import errors, models
-from sqew.cli import bulk, output, params
+from sqew.cli import bulk, interrupts, output, params
 from sqew.cli import errors as cli_errors
 from sqew.cli.state import State, current
 from sqew.client.arguments import message_in
@@ -55,6 +55,8 @@ def enqueue(
     With --file, each line is one payload (or, with --envelope, one message object); lines are
     sent in batches. A bad line is reported with its number and skipped, every good line is
     enqueued, and the exit status is 1 if any line failed. A progress bar shows on a terminal.
+    Ctrl-C or SIGTERM stops it once the batch being sent is counted, with a summary of what
+    was committed (exit status 130 or 143).
 
     Examples:
 
@@ -118,12 +120,13 @@ def _enqueue_file(
                 enqueuer.run(stream, advance)
         except errors.SqewError as exc:
             stopped = exc
-        except KeyboardInterrupt:  # say what was committed, then exit as interrupted
-            enqueuer.summary.interrupted = True
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: say what was committed, then exit
+            enqueuer.interrupted()
     summary = enqueuer.summary
     output.emit(state, summary.to_json(), summary.render(queue))
     if summary.interrupted:
-        raise typer.Exit(cli_errors.EXIT_INTERRUPTED)
+        raise typer.Exit(interrupts.exit_status(guard.signum) if guard.signum else
+                         cli_errors.EXIT_INTERRUPTED)
     if stopped is not None:
         raise type(stopped)(
             f"{stopped.message} (stopped at line {summary.stopped_at}; "
@@ -141,6 +144,9 @@ def _enqueue_file(
 def _open_lines(file: str) -> Iterator[tuple[IO[bytes], int | None]]:
     """The byte stream of ``file`` ('-' = stdin) and its size when known (for progress)."""
     if file == "-":
+        if sys.stdin is None:  # started with its standard input closed (`<&-`)
+            raise typer.BadParameter("standard input is closed: there is nothing to read",
+                                     param_hint="'--file'")
         yield sys.stdin.buffer, None
         return
     try:

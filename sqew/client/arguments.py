@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from sqew import errors, jsonlimits, models, telemetry
-from sqew.client.validation import validation_error
+from sqew.client.validation import SETTINGS_MODELS, every_problem, validation_error
 
 
 def message_in(
@@ -176,10 +176,13 @@ def messages_in(
 
 
 def convert(obj: Any, type_: type[Any]) -> Any:
-    """``msgspec.convert`` raising sqew's ValidationError with the offending path."""
+    """``msgspec.convert`` raising sqew's ValidationError with the offending path (for a
+    queue's settings, every offending field at once)."""
     try:
         return msgspec.convert(obj, type_)
     except msgspec.ValidationError as exc:
+        if type_ in SETTINGS_MODELS:
+            raise every_problem(obj, type_, exc) from None
         raise validation_error(exc, source=obj, model=type_) from None
 
 

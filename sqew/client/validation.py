@@ -216,3 +216,34 @@ def _bounds(low: Any, high: Any, both: str, at_least: str, at_most: str) -> str:
     if low is not None:
         return at_least.format(low)
     return at_most.format(high) if high is not None else ""
+
+
+_VALID_BASE: dict[type[Any], dict[str, Any]] = {models.QueueCreate: {"name": "q"}}
+"""What a queue's settings are checked beside, one at a time (``every_problem``)."""
+SETTINGS_MODELS = (models.QueueCreate, models.QueueSettings)
+"""The request models whose every problem is reported at once: a queue's settings."""
+
+
+def every_problem(
+    obj: Any, type_: type[Any], first: msgspec.ValidationError
+) -> errors.ValidationError:
+    """One ValidationError naming every field of ``obj`` that ``type_`` refuses (a queue's
+    settings: ``--max-attempts 0 --retention-ms 5`` gets both said at once), each checked on
+    its own; ``first`` (the failure of the whole) when ``obj`` is no mapping or no single
+    field fails alone (an unknown field, say)."""
+    whole = validation_error(first, source=obj, model=type_)
+    if not isinstance(obj, Mapping) or len(obj) < 2:
+        return whole
+    base = _VALID_BASE.get(type_, {})
+    found: list[errors.ValidationError] = []
+    for key, value in obj.items():
+        try:
+            msgspec.convert({**base, key: value}, type_)
+        except msgspec.ValidationError as exc:
+            found.append(validation_error(exc, source={key: value}, model=type_))
+    if len(found) < 2:
+        return whole
+    return errors.ValidationError(
+        "; ".join(e.message for e in found),
+        details=[d for e in found for d in (e.details or [])],
+    )

@@ -202,9 +202,9 @@ def _schema(model: Any, schemas: dict[str, Any]) -> dict[str, Any]:
 
 
 _RULES: dict[str, dict[str, Any]] = {
-    cls.__name__: cls.json_schema_rules for cls in vars(models).values()
+    cls.__name__: rules for cls in vars(models).values()
     if isinstance(cls, type) and issubclass(cls, msgspec.Struct)
-    and isinstance(getattr(cls, "json_schema_rules", None), dict)
+    and isinstance(rules := getattr(cls, "json_schema_rules", None), dict)
 }
 """What a model checks across its fields, as JSON Schema, by component name."""
 

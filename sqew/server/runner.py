@@ -21,10 +21,8 @@ import logging
 import logging.config
 import math
 import os
-import shutil
 import socket
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
@@ -40,7 +38,7 @@ from sqew.config import CONFIG_ENV, Settings
 from sqew.server import logs, protocols
 from sqew.server.app import app_from_env, create_app
 from sqew.server.gc_tuning import GC_TUNING
-from sqew.server.metrics import MULTIPROC_ENV
+from sqew.server.metrics_dirs import metrics_dir
 from sqew.server.preflight import (
     check_exposure,
     check_tls,
@@ -146,28 +144,6 @@ def _prepare(settings: Settings) -> tuple[list[socket.socket], bool]:
     if settings.workers > 1 and BALANCED:
         return bind_group(settings.host, settings.port, settings.workers), open_to_all
     return [bind(settings.host, settings.port)], open_to_all
-
-
-@contextlib.contextmanager
-def metrics_dir() -> Iterator[str]:
-    """A fresh ``PROMETHEUS_MULTIPROC_DIR`` for the workers of one server, removed after.
-
-    Every worker process writes its metrics there (prometheus-client's multiprocess mode, set
-    up by the variable before the worker imports the library: workers are spawned), and the
-    worker answering a scrape sums them all (``sqew.server.metrics``). A directory of the
-    server's own: files left by another run would be added in.
-    """
-    path = tempfile.mkdtemp(prefix="sqew-metrics-")
-    previous = os.environ.get(MULTIPROC_ENV)
-    os.environ[MULTIPROC_ENV] = path
-    try:
-        yield path
-    finally:
-        if previous is None:
-            os.environ.pop(MULTIPROC_ENV, None)
-        else:
-            os.environ[MULTIPROC_ENV] = previous
-        shutil.rmtree(path, ignore_errors=True)
 
 
 class _Supervisor(Multiprocess):

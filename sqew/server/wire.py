@@ -29,7 +29,7 @@ from litestar.types import Empty, Receive, Scope, Send
 from litestar.utils.scope.state import ScopeState
 
 from sqew import errors, jsonlimits, models
-from sqew.client.base import validation_error
+from sqew.client.validation import SETTINGS_MODELS, every_problem, validation_error
 from sqew.config import Settings
 from sqew.server.protocols import CLIENT_GONE
 
@@ -228,6 +228,8 @@ def _decode(body: bytes, type_: type[T], *, rewritten: bool = False) -> T:
             whole = _integral_floats_as_ints(body)
             if whole is not None:
                 return _decode(whole, type_, rewritten=True)
+        if type_ in SETTINGS_MODELS:  # a queue's settings: every problem at once
+            raise every_problem(msgspec.json.decode(body), type_, exc) from None
         raise validation_error(exc, source=body, model=type_) from None
     except msgspec.DecodeError as exc:
         raise errors.InvalidRequest(f"malformed JSON: {exc}") from None

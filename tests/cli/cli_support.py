@@ -29,9 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from process_support import TIMEOUT_S, Lines, foreground, parked
+
 import sqew as sqew_lib
 
-TIMEOUT_S = 60  # per subprocess; a hung command fails its test instead of the suite
 SERVE_START_S = 30
 SERVE_STOP_S = 10
 
@@ -97,16 +98,19 @@ class Sqew:
         url: the server's URL: http mode, every command gets ``--url``.
         tag: suffix that makes this test's queue names unique on a shared server.
         id_base: the largest message id the store had before this test.
+        server: the ``Server`` at ``url`` (its log shows where its long polls wait).
     """
 
     def __init__(self, cwd: Path, db: Path | str, url: str | None = None, *,
-                 tag: str | None = None, id_base: int = 0) -> None:
+                 tag: str | None = None, id_base: int = 0,
+                 server: Server | None = None) -> None:
         self.binary = sqew_binary()
         self.cwd = cwd
         self.db = db
         self.url = url
         self.tag = tag
         self.id_base = id_base
+        self.server = server
         self.env = clean_env()
 
     @property
@@ -191,6 +195,29 @@ class Sqew:
         result = self.run(*args, **kwargs)
         assert_usage_error(result)
         return result
+
+    def start(self, *args: str, stdin: int | None = None,
+              env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        """Start ``sqew <where> <args>`` in the foreground's signal state (``foreground``),
+        stdout and stderr piped; the caller ends it (by its PID) however the test ends."""
+        where = ["--url", self.url] if self.url else ["--db", str(self.db)]
+        return subprocess.Popen(
+            [self.binary, *where, *args], stdin=stdin, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, cwd=self.cwd, env={**self.env, **(env or {})},
+            preexec_fn=foreground,
+        )
+
+    def until_parked(self, queue: str, command: Lines, timeout: float = TIMEOUT_S) -> None:
+        """Return once a long poll of ``queue`` waits: in the server's log in http mode, else
+        in the stderr of the ``command`` (run with ``LOG_WAITS``); fail after ``timeout``."""
+        if self.server is None:
+            if command.until(lambda lines: parked(lines, queue) > 0, timeout):
+                return
+            raise AssertionError(f"no long poll of {queue!r} waits")
+        deadline = time.monotonic() + timeout
+        while parked(self.server.log_text().splitlines(), queue) < 1:
+            assert time.monotonic() < deadline, f"no long poll of {queue!r} waits in the server"
+            time.sleep(0.02)  # the server's log is a file: read again
 
     def many(self, runs: Iterable[Sequence[str]], **kwargs: Any) -> list[Result]:
         """Run independent invocations concurrently (they share nothing but read-only state)."""
@@ -313,9 +340,9 @@ def _die_with_parent() -> None:
 
 @contextlib.contextmanager
 def serve(db: Path | str, cwd: Path, *, access_log: bool = False,
-          log: Path | None = None) -> Iterator[Server]:
+          log: Path | None = None, **settings: str) -> Iterator[Server]:
     """A ``Server`` for the duration of a ``with`` block, stopped however the block ends."""
-    server = Server(db, cwd, access_log=access_log, log=log)
+    server = Server(db, cwd, access_log=access_log, log=log, **settings)
     try:
         yield server
     finally:
@@ -341,7 +368,7 @@ class SharedServer:
     def runner(self, cwd: Path) -> Sqew:
         """A runner of this server for one test: unique queue names, ids after the last."""
         return Sqew(cwd, self.server.db, self.server.url, tag=next_tag(),
-                    id_base=self.last_id())
+                    id_base=self.last_id(), server=self.server)
 
 
 _tags = itertools.count(1)

@@ -35,8 +35,9 @@ def cli_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedServe
 
 
 def _shared(db: Path | str, base: Path, log: Path | None = None) -> Iterator[SharedServer]:
-    """A ``sqew serve`` subprocess on ``db`` (access log on) with the probe queue made."""
-    with serve(db, base, access_log=True, log=log) as server:
+    """A ``sqew serve`` subprocess on ``db`` with the probe queue made; it logs each request
+    (access log) and, at debug level, where long polls wait (``Sqew.until_parked``)."""
+    with serve(db, base, access_log=True, log=log, log_level="debug") as server:
         client = sqew_lib.Client(server.url)
         try:
             client.create_queue(PROBE_QUEUE)

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
+import threading
 import time
+from typing import IO
 
-from cli_support import TIMEOUT_S
+import pytest
+from process_support import TIMEOUT_S, end
 
 
 def _ready(sqew, queue: str) -> list:
@@ -127,29 +131,91 @@ def test_one_line_is_one_message(sqew) -> None:
     assert result.stdout == f"enqueued 1 message to {q}\n"
 
 
-def test_ctrl_c_prints_what_was_committed_then_exits_130(sqew) -> None:
+SIGNALS = [pytest.param(signal.SIGINT, 130, id="SIGINT"),
+           pytest.param(signal.SIGTERM, 143, id="SIGTERM")]
+
+
+@pytest.mark.parametrize(("sig", "status"), SIGNALS)
+def test_a_signal_prints_what_was_committed_then_exits_128_plus_it(sqew, sig, status) -> None:
     q = sqew.name("q")
     sqew.arrange(q).close()
-    where = ["--url", sqew.url] if sqew.url else ["--db", str(sqew.db)]
-    args = [sqew.binary, *where, "--json", "message", "enqueue", "--queue", q, "--file", "-"]
-    with subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, cwd=sqew.cwd, env=sqew.env) as proc:
-        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-        try:
-            # Three batches, and stdin left open: the run commits them, then waits for more.
-            proc.stdin.write(b"".join(b'{"i": %d}\n' % i for i in range(1, 1501)))
-            proc.stdin.flush()
-            deadline = time.monotonic() + TIMEOUT_S
-            with sqew.arrange() as client:
-                while client.stats(q).enqueued_total < 1500:  # the event: all were committed
-                    assert proc.poll() is None and time.monotonic() < deadline
-                    time.sleep(0.02)
-            proc.send_signal(signal.SIGINT)
-            assert proc.wait(TIMEOUT_S) == 130
-            out, err = proc.stdout.read(), proc.stderr.read()
-        finally:
-            if proc.poll() is None:  # a failed assertion: end it by its pid
-                proc.kill()
+    proc = sqew.start("--json", "message", "enqueue", "--queue", q, "--file", "-",
+                      stdin=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        # Three batches, and stdin left open: the run commits them, then waits for more.
+        proc.stdin.write(b"".join(b'{"i": %d}\n' % i for i in range(1, 1501)))
+        proc.stdin.flush()
+        _until_enqueued(sqew, q, 1500, proc)
+        proc.send_signal(sig)
+        assert proc.wait(TIMEOUT_S) == status
+        out, err = proc.stdout.read(), proc.stderr.read()
+    finally:
+        end(proc)
     assert json.loads(out) == {"enqueued": 1500, "duplicates": 0, "failed": [],
                                "interrupted": True, "last_committed_line": 1500}, err
-    assert b"Traceback" not in err
+    assert err == b""
+
+
+@pytest.mark.parametrize(("sig", "status"), SIGNALS)
+def test_a_signal_mid_stream_reports_exactly_what_was_committed(sqew, sig, status) -> None:
+    q = sqew.name("q")
+    sqew.arrange(q).close()
+    proc = sqew.start("--json", "message", "enqueue", "--queue", q, "--file", "-",
+                      stdin=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+    feeder = threading.Thread(target=_feed, args=(proc.stdin,), daemon=True)
+    feeder.start()  # lines without end: the run can only stop by the signal
+    try:
+        _until_enqueued(sqew, q, 1000, proc)
+        proc.send_signal(sig)
+        assert proc.wait(TIMEOUT_S) == status
+        out = proc.stdout.read()
+    finally:
+        end(proc)
+        feeder.join(TIMEOUT_S)
+    summary = json.loads(out)
+    with sqew.arrange() as client:
+        committed = client.stats(q).enqueued_total
+    # Every line is good and counted from 1: exact means every line up to the one reported was
+    # enqueued, and none after it.
+    assert summary["interrupted"] is True
+    assert summary["last_committed_line"] == summary["enqueued"] == committed >= 1000
+
+
+def _feed(stdin: IO[bytes]) -> None:
+    """Write NDJSON lines to ``stdin`` until its reader is gone."""
+    line = 0
+    try:
+        while True:
+            stdin.write(b"".join(b'{"i": %d}\n' % i for i in range(line + 1, line + 101)))
+            stdin.flush()
+            line += 100
+    except (BrokenPipeError, ValueError, OSError):
+        pass
+
+
+def _until_enqueued(sqew, queue: str, count: int, proc: subprocess.Popen[bytes]) -> None:
+    """Return once ``count`` messages of ``queue`` were committed (read in-process)."""
+    deadline = time.monotonic() + TIMEOUT_S
+    with sqew.arrange() as client:
+        while client.stats(queue).enqueued_total < count:
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.02)
+
+
+def _stdin_closed() -> None:
+    os.close(0)
+
+
+def test_stdin_closed_is_a_usage_error(local_sqew) -> None:
+    sqew = local_sqew
+    sqew.arrange("q").close()
+    args = [sqew.binary, "--db", str(sqew.db), "message", "enqueue", "--queue", "q",
+            "--file", "-"]
+    proc = subprocess.run(args, capture_output=True, cwd=sqew.cwd, env=sqew.env,
+                          preexec_fn=_stdin_closed, timeout=TIMEOUT_S, check=False)
+    stderr = proc.stderr.decode()
+    assert proc.returncode == 2, stderr
+    assert "standard input" in stderr and "--file" in stderr, stderr
+    assert "Traceback" not in stderr and "InternalError" not in stderr, stderr

@@ -3,6 +3,7 @@ exit 2 for usage errors, never a traceback, and unusable databases refused clean
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 
@@ -230,3 +231,32 @@ def test_a_global_option_given_last_without_a_value_says_so(local_sqew, option: 
     result = local_sqew.run("keys", "list", option, use_db=False)
     local_sqew.assert_usage_error(result)
     assert f"Option '{option}' requires an argument" in result.stderr, str(result)
+
+
+def test_every_bad_setting_is_reported_at_once(sqew) -> None:
+    sqew.arrange().close()
+    result = sqew.fails("queue", "add", "--name", sqew.name("z"), "--max-attempts", "0",
+                        "--retention-ms", "5", code="ValidationError")
+    assert result.stderr == (
+        "error: ValidationError: max_attempts must be an integer between 1 and 1000; "
+        "retention_ms must be an integer between 60000 and 1209600000\n")
+
+
+def test_with_json_an_error_is_the_rest_apis_envelope_on_stderr(sqew) -> None:
+    sqew.arrange().close()
+    result = sqew.run("--json", "queue", "show", "--name", "missing")
+    assert (result.returncode, result.stdout) == (1, ""), str(result)
+    assert json.loads(result.stderr) == {
+        "error": {"code": "QueueNotFound", "message": "queue 'missing' does not exist"}}
+    bad = sqew.run("--json", "queue", "add", "--name", sqew.name("z"), "--max-attempts", "0",
+                   "--retention-ms", "5")
+    body = json.loads(bad.stderr)["error"]
+    assert body["code"] == "ValidationError"
+    assert [d["field"] for d in body["details"]] == ["max_attempts", "retention_ms"]
+
+
+def test_a_usage_error_is_one_line(local_sqew) -> None:
+    result = local_sqew.run("queue", "add")
+    assert result.returncode == 2
+    assert result.stderr == (
+        "error: usage: Missing option '--name' / '-n'. (see `sqew queue add --help`)\n")

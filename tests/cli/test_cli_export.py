@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 import msgspec
+import pytest
 from cli_support import sqew_binary
 
 import sqew as sqew_lib
@@ -175,7 +176,11 @@ def test_replaying_a_dlq_of_keyed_messages_into_its_queue_delivers_them_once(
         assert client.enqueue(q, {"order": 0}, idempotency_key="order-0").duplicate
 
 
-def test_an_interrupted_export_leaves_no_file_and_says_how_far_it_got(tmp_path) -> None:
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)],
+                         ids=["SIGINT", "SIGTERM"])
+def test_an_interrupted_export_leaves_no_file_and_says_how_far_it_got(
+    tmp_path, signum: int, status: int
+) -> None:
     db, out = tmp_path / "big.db", tmp_path / "out.ndjson"
     out.write_text("the previous export\n")
     with sqew_lib.Client(str(db)) as client:
@@ -191,11 +196,11 @@ def test_an_interrupted_export_leaves_no_file_and_says_how_far_it_got(tmp_path) 
             assert proc.poll() is None, "the export ended before it could be interrupted"
             assert time.monotonic() < deadline
             time.sleep(0.01)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         _, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
-    assert proc.returncode == 130
+    assert proc.returncode == status
     (line,) = err.splitlines()
     assert re.fullmatch(rf"export stopped after \d+ messages: '{re.escape(str(out))}' was not "
                         r"written \(run the export again\)", line), line

@@ -499,3 +499,12 @@ def test_internal_errors_hide_the_detail_and_give_a_request_id(
     assert "dedup" not in response.text and "sqlite" not in response.text.lower()
     logged = [r for r in records if getattr(r, "request_id", None) == request_id]
     assert logged and logged[0].exc_info is not None  # the detail is in the log
+
+
+def test_every_bad_queue_setting_is_in_one_answer(http: httpx.Client) -> None:
+    body = {"name": "twice-wrong", "max_attempts": 0, "retention_ms": 5}
+    error = envelope(http.post("/queues", json=body), 400, "ValidationError")
+    assert [d["field"] for d in error["details"]] == ["max_attempts", "retention_ms"]
+    patched = http.patch("/queues/q", json={"visibility_ms": -1, "max_depth": -2})
+    assert [d["field"] for d in envelope(patched, 400, "ValidationError")["details"]] == [
+        "visibility_ms", "max_depth"]

@@ -1,0 +1,131 @@
+"""Signals (docs/cli.md, "Signals"): Ctrl-C at any moment exits 130 without a word, SIGTERM
+during a command stops it alike with 143; a command started with SIGINT ignored (a background
+job) keeps ignoring it.
+
+Each command is the installed ``sqew`` in a subprocess given SIGINT and SIGTERM at their
+defaults, as a terminal's foreground command has them (``cli_support.foreground``), and each
+signal is sent at an observable moment: while sqew imports its modules (an extension module
+mapped into the process), while a long poll waits (the ``sqew.waiter`` debug line), once a
+batch is committed (the queue's counters).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from cli_support import clean_env, sqew_binary
+from process_support import LOG_WAITS, TIMEOUT_S, Lines, end, foreground
+
+linux_only = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc/<pid>/maps")
+EARLY_EXTENSION = "msgspec/_core"
+"""An extension module sqew imports early on, with most of its imports still to come: seeing
+it mapped into the process is a moment inside the imports."""
+
+
+def _only_debug_lines(stderr: str) -> bool:
+    """Whether ``stderr`` holds nothing but the debug lines the test asked for."""
+    return "Traceback" not in stderr and all(" DEBUG " in line for line in stderr.splitlines())
+
+
+def _until_mapped(pid: int, name: str) -> None:
+    """Return once a shared object whose path has ``name`` is mapped into process ``pid``."""
+    maps = Path(f"/proc/{pid}/maps")
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        try:
+            if name in maps.read_text():
+                return
+        except (FileNotFoundError, ProcessLookupError):
+            raise AssertionError(f"process {pid} ended before it loaded {name}") from None
+        assert time.monotonic() < deadline, f"process {pid} did not load {name}"
+        time.sleep(0.001)
+
+
+@linux_only
+def test_ctrl_c_while_sqew_starts_exits_130_quietly(local_sqew) -> None:
+    proc = local_sqew.start("queue", "list")
+    try:
+        _until_mapped(proc.pid, EARLY_EXTENSION)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=TIMEOUT_S)
+    finally:
+        end(proc)
+    assert (proc.returncode, out, err) == (130, b"", b"")
+
+
+@linux_only
+def test_ctrl_c_while_python_dash_m_sqew_starts_exits_130_quietly(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sqew", "--db", str(tmp_path / "cli.db"), "queue", "list"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path, env=clean_env(),
+        preexec_fn=foreground,
+    )
+    try:
+        _until_mapped(proc.pid, EARLY_EXTENSION)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=TIMEOUT_S)
+    finally:
+        end(proc)
+    assert (proc.returncode, out, err) == (130, b"", b"")
+
+
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)],
+                         ids=["SIGINT", "SIGTERM"])
+def test_a_signal_during_a_long_poll_ends_it_quietly_leasing_nothing(
+    sqew, signum: int, status: int
+) -> None:
+    q = sqew.name("q")
+    sqew.arrange(q).close()
+    proc = sqew.start("message", "poll", "--queue", q, "--wait-ms", "20000", env=LOG_WAITS)
+    assert proc.stdout is not None and proc.stderr is not None
+    err = Lines(proc.stderr)
+    try:
+        sqew.until_parked(q, err)
+        proc.send_signal(signum)
+        assert proc.wait(TIMEOUT_S) == status
+        out, stderr = proc.stdout.read(), err.rest()
+    finally:
+        end(proc)
+    assert out == b"" and _only_debug_lines(stderr), stderr
+    with sqew.arrange() as client:
+        client.enqueue(q, "after")
+        assert client.stats(q).leased == 0
+
+
+def _ignoring_sigint() -> None:
+    # What a non-interactive shell gives a command it runs in the background (`sqew … &`).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def test_a_command_started_with_sigint_ignored_keeps_ignoring_it(local_sqew) -> None:
+    sqew = local_sqew
+    sqew.arrange("q").close()
+    args = [sqew_binary(), "--db", str(sqew.db), "--json", "message", "enqueue", "--queue", "q",
+            "--file", "-"]
+    with subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, cwd=sqew.cwd, env=sqew.env,
+                          preexec_fn=_ignoring_sigint) as proc:
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(b"1\n" * 500)  # one batch, and stdin left open
+            proc.stdin.flush()
+            deadline = time.monotonic() + TIMEOUT_S
+            with sqew.arrange() as client:
+                while client.stats("q").enqueued_total < 500:  # the batch is committed
+                    assert proc.poll() is None and time.monotonic() < deadline
+                    time.sleep(0.02)
+            proc.send_signal(signal.SIGINT)  # ignored: dropped as it is sent
+            with contextlib.suppress(BrokenPipeError):
+                proc.stdin.write(b"2\n")
+            out, err = proc.communicate(timeout=TIMEOUT_S)
+        finally:
+            end(proc)
+    assert proc.returncode == 0, err
+    assert json.loads(out) == {"enqueued": 501, "duplicates": 0, "failed": []}
