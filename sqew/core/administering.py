@@ -26,9 +26,7 @@ def settings_columns(settings: models.QueueSettings, base: dict[str, Any]) -> di
         if value is not msgspec.UNSET:
             merged[name] = value
     rules.check_backoff(merged["backoff_base_ms"], merged["backoff_max_ms"])
-    # Only a secret given now: one stored under an older rule does not block other changes.
-    if isinstance(settings.hmac_secret, str):
-        rules.check_hmac_secret(settings.hmac_secret)
+    rules.check_hmac_secret(merged["hmac_secret"])
     order = merged.pop("order")
     merged["lifo"] = order == "lifo"
     return merged

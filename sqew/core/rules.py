@@ -52,15 +52,15 @@ def range_error(name: str, low: int, high: int | None = None) -> errors.Validati
     )
 
 
+HMAC_SECRET_MIN_BYTES = models.HMAC_SECRET_MIN_BYTES
+
+
 def check_hmac_secret(secret: str | None) -> None:
-    """An HMAC secret must be at least ``models.HMAC_SECRET_MIN_LENGTH`` characters (so at least
-    as many bytes), as the model's ``Meta`` says: checked here too, for settings built in
-    Python without validation."""
-    least = models.HMAC_SECRET_MIN_LENGTH
-    if secret is not None and len(secret) < least:
+    """An HMAC secret must be at least 16 bytes of UTF-8 (docs/rest.md)."""
+    if secret is not None and len(secret.encode()) < HMAC_SECRET_MIN_BYTES:
         raise errors.ValidationError(
-            f"hmac_secret must be at least {least} characters",
-            details=[{"field": "hmac_secret", "message": f"must be at least {least} characters"}],
+            "hmac_secret must be at least 16 bytes",
+            details=[{"field": "hmac_secret", "message": "must be at least 16 bytes"}],
         )
 
 

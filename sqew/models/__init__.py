@@ -51,7 +51,7 @@ from sqew.models.leases import (
 from sqew.models.limits import (
     END_OF_TEXT,
     HMAC_SECRET_MAX_LENGTH,
-    HMAC_SECRET_MIN_LENGTH,
+    HMAC_SECRET_MIN_BYTES,
     IDEMPOTENCY_KEY_PATTERN,
     KEY_NAME_MAX,
     KEY_NAME_PATTERN,
@@ -127,7 +127,7 @@ from sqew.models.results import (
 __all__ = [
     "END_OF_TEXT",
     "HMAC_SECRET_MAX_LENGTH",
-    "HMAC_SECRET_MIN_LENGTH",
+    "HMAC_SECRET_MIN_BYTES",
     "IDEMPOTENCY_KEY_PATTERN",
     "KEY_NAME_MAX",
     "KEY_NAME_PATTERN",

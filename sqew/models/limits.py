@@ -28,10 +28,10 @@ MAX_PAYLOAD_BYTES = 1_048_576
 MIN_RATE_LIMIT_PER_S = 0.00001
 """The smallest rate limit other than 0 (off): about one message a day. Below it a token bucket
 would ask callers to wait for ages (or for longer than a float can say)."""
-HMAC_SECRET_MIN_LENGTH = 16
-"""The shortest ``hmac_secret``, in characters (so at least as many bytes of UTF-8): JSON Schema's
-``minLength`` counts characters, and the server counts what the OpenAPI document says."""
+HMAC_SECRET_MIN_BYTES = 16
+"""The shortest ``hmac_secret``, in bytes of UTF-8 (``rules.check_hmac_secret``)."""
 HMAC_SECRET_MAX_LENGTH = 1024
+"""The longest ``hmac_secret``, in characters."""
 MAX_INT64 = 2**63 - 1
 """The largest integer a database column holds (signed 64-bit): every unbounded integer of a
 request is capped here, so a larger one is a ValidationError rather than an overflow inside the

@@ -14,7 +14,7 @@ from msgspec import UNSET, Meta, Struct, UnsetType
 from sqew.models.fields import QueueName, Request
 from sqew.models.limits import (
     HMAC_SECRET_MAX_LENGTH,
-    HMAC_SECRET_MIN_LENGTH,
+    HMAC_SECRET_MIN_BYTES,
     MAX_ATTEMPTS,
     MAX_BACKOFF_BASE_MS,
     MAX_BACKOFF_MS,
@@ -71,12 +71,18 @@ Order = Annotated[Literal["fifo", "lifo"], Meta(
     description="Order within one priority", extra={"default": "fifo"})]
 Archive = Annotated[bool, Meta(
     description="Keep acked messages in an archive", extra={"default": False})]
+# The minimum counts bytes of UTF-8 (rules.check_hmac_secret), which JSON Schema cannot say: its
+# minLength counts characters, and 16 characters are always at least 16 bytes. So the document
+# states the bound every client can keep (16 characters); the server also takes a shorter secret
+# of multi-byte characters that reaches 16 bytes, as its description says.
 HmacSecret = Annotated[str, Meta(
-    min_length=HMAC_SECRET_MIN_LENGTH, max_length=HMAC_SECRET_MAX_LENGTH,
-    description=f"Secret of {HMAC_SECRET_MIN_LENGTH} to {HMAC_SECRET_MAX_LENGTH} characters for "
-                "signed enqueues and deliveries; write-only, never returned",
-    extra={"default": None,
-           "range": f"{HMAC_SECRET_MIN_LENGTH} \u2013 {HMAC_SECRET_MAX_LENGTH} characters"})]
+    max_length=HMAC_SECRET_MAX_LENGTH,
+    extra_json_schema={"minLength": HMAC_SECRET_MIN_BYTES},
+    description=f"Secret of at least {HMAC_SECRET_MIN_BYTES} bytes of UTF-8 (any "
+                f"{HMAC_SECRET_MIN_BYTES} characters are) and at most {HMAC_SECRET_MAX_LENGTH} "
+                "characters, for signed enqueues and deliveries; write-only, never returned",
+    extra={"default": None, "range": f"≥ {HMAC_SECRET_MIN_BYTES} bytes, "
+                                     f"≤ {HMAC_SECRET_MAX_LENGTH} characters"})]
 
 
 # --- queues -------------------------------------------------------------------------------------

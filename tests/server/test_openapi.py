@@ -41,11 +41,14 @@ from sqew.server.app import create_app
 ST = Path(sys.executable).with_name("st")
 HOOKS = Path(__file__).with_name("schemathesis_hooks.py")
 PHASES = "examples,coverage,fuzzing,stateful"
-MAX_EXAMPLES = 30
-"""Fuzzing cases per operation (the coverage and stateful phases add their own)."""
-MIN_CASES = {"on": 3000, "off": 2000}
-"""The generated cases each run must at least make (together more than 5000)."""
-RUN_TIMEOUT_S = 240
+MAX_EXAMPLES = int(os.environ.get("SQEW_ST_MAX_EXAMPLES", "10"))
+"""Fuzzing cases per operation and stateful scenarios (``st --max-examples``). The coverage
+phase adds its own, about 1,400 a run whatever this is; each step of this adds about 30.
+The suite's default keeps a run near a minute; docs/development.md says how to fuzz longer."""
+MIN_CASES = 1000 + 10 * MAX_EXAMPLES
+"""The generated cases each run must at least make: fewer means the run tested less than it
+should (an operation skipped, a phase that did not run)."""
+RUN_TIMEOUT_S = 300 + 10 * MAX_EXAMPLES
 
 
 def test_the_document_is_up_to_date() -> None:
@@ -128,7 +131,7 @@ def test_schemathesis_finds_nothing(
     assert report["failures"] == [], output
     assert report["errors"] == [], output
     assert done.returncode == 0, output
-    assert report["test_cases"]["generated"] >= MIN_CASES[keys], output
+    assert report["test_cases"]["generated"] >= MIN_CASES, output
 
 
 def keys_optional(document: dict[str, Any]) -> dict[str, Any]:
