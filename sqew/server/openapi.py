@@ -128,7 +128,8 @@ def _security(op: dict[str, Any], access: str) -> None:
 def _refusals(op: dict[str, Any], refusals: dict[str, str]) -> None:
     """The answers to requests the schema calls valid (``opt["refusals"]``: status -> why)."""
     for status, why in refusals.items():
-        op["responses"][status] = {"description": why, "content": _error_content()}
+        op["responses"][status] = {"description": "What the schema refuses; and beyond what it "
+                                   f"says: {why}", "content": _error_content()}
     if refusals:
         op["description"] = (op.get("description", "") + "\n\nBeyond what the schema says, "
                              "refused with " + ", ".join(sorted(refusals)) + ": see those "
