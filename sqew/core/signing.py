@@ -26,16 +26,19 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from sqew import errors, payloads
+from sqew import errors, models, payloads
 
 HEADER = "X-Sqew-Signature"
 """The request header of a signed enqueue."""
 TOLERANCE_S = 300
 """How far (seconds) a signature's ``t`` may be from the service's clock, either way."""
-MAX_SIGNATURES = 8
+MAX_SIGNATURES = models.SIGNATURE_MAX_V1
 """Most ``v1=`` elements one header may hold (more is malformed)."""
 
 _FORMAT = "t=<unix seconds>,v1=<64 lowercase hex digits>"
+# The grammar, as the OpenAPI document states it (models.SIGNATURE_PATTERN); the rest of this
+# module's patterns only say which part of a header that breaks it is wrong.
+_HEADER = re.compile(models.SIGNATURE_PATTERN)
 _T = re.compile(r"t=(0|[1-9][0-9]{0,11})")  # up to year ~33658: a bounded int() always
 _V1 = re.compile(r"v1=([0-9a-f]{64})")
 
@@ -85,27 +88,38 @@ def parse(value: str) -> tuple[str, list[str]]:
     """The ``t`` (as written) and the ``v1`` digests of a header value.
 
     Raises:
-        sqew.errors.InvalidSignature: anything but one ``t=`` and 1 to ``MAX_SIGNATURES``
+        sqew.errors.InvalidSignature: anything but ``t=`` first, then 1 to ``MAX_SIGNATURES``
             ``v1=`` elements, comma-separated without spaces (no other element, no repeats of
             ``t``, ``t`` in decimal without leading zeros, each ``v1`` 64 lowercase hex digits).
     """
-    t: str | None = None
-    v1: list[str] = []
-    for part in value.split(","):
-        m = _V1.fullmatch(part)
-        if m is not None:
-            v1.append(m.group(1))
-            continue
-        m = _T.fullmatch(part)
-        if m is None or t is not None:
-            raise _malformed("an element is not t=<unix seconds> or v1=<64 lowercase hex digits>"
-                             if m is None else "t= is given more than once")
-        t = m.group(1)
-    if t is None:
-        raise _malformed("it has no t=<unix seconds>")
-    if not 1 <= len(v1) <= MAX_SIGNATURES:
-        raise _malformed(f"it needs 1 to {MAX_SIGNATURES} v1= elements, not {len(v1)}")
+    if _HEADER.match(value) is None:
+        raise _malformed(_fault(value.split(",")))
+    t, *v1 = (part.partition("=")[2] for part in value.split(","))
     return t, v1
+
+
+def check_form(value: str) -> None:
+    """Refuse a header that is not of the form a signature has, whatever the queue.
+
+    Raises:
+        sqew.errors.InvalidSignature: as ``parse``.
+    """
+    parse(value)
+
+
+def _fault(parts: list[str]) -> str:
+    """What is wrong with a header's elements, in words (it breaks the grammar)."""
+    for part in parts:
+        if _V1.fullmatch(part) is None and _T.fullmatch(part) is None:
+            return "an element is not t=<unix seconds> or v1=<64 lowercase hex digits>"
+    times = sum(_T.fullmatch(part) is not None for part in parts)
+    if times == 0:
+        return "it has no t=<unix seconds>"
+    if times > 1:
+        return "t= is given more than once"
+    if _T.fullmatch(parts[0]) is None:
+        return "t=<unix seconds> must come first"
+    return f"it needs 1 to {MAX_SIGNATURES} v1= elements, not {len(parts) - 1}"
 
 
 def verify(secret: str, proof: Proof, now_ms: int, queue: str) -> None:

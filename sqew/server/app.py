@@ -30,11 +30,12 @@ from sqew import errors, telemetry
 from sqew.core.clock import Clock
 from sqew.server import access, auth, openapi, tracing
 from sqew.server import errors as server_errors
-from sqew.server.routes import dlq, keys, messages, ops, queues
+from sqew.server.routes import dlq, keys, messages, ops, options, queues
 from sqew.server.runtime import Runtime
 from sqew.settings import Settings, load
 
-ROUTES = [*queues.HANDLERS, *messages.HANDLERS, *dlq.HANDLERS, *keys.HANDLERS, *ops.HANDLERS]
+HANDLERS = [*queues.HANDLERS, *messages.HANDLERS, *dlq.HANDLERS, *keys.HANDLERS, *ops.HANDLERS]
+ROUTES = [*options.handlers(HANDLERS), *HANDLERS]
 log = logging.getLogger("sqew.server")
 
 

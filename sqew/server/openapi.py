@@ -1,10 +1,15 @@
 """The OpenAPI document of the app, and ``python -m sqew.server.openapi`` to write it.
 
-Litestar describes paths, parameters and success responses from the handlers. What it cannot
-see is added here from the same app: request bodies (handlers decode the raw body themselves, to
-keep payloads byte-exact; each declares its body model in ``opt["body"]``), the success bodies of
-the hot endpoints (which send pre-encoded responses; each declares its model in
-``opt["returns"]``), and the error envelope every operation may answer with.
+Litestar describes paths and success responses from the handlers. What it cannot see, or says
+loosely, is written here from the same app: request bodies (handlers decode the raw body
+themselves, to keep payloads byte-exact; each declares its body model in ``opt["body"]``), with
+the rules a model checks across its fields (``json_schema_rules``); the success bodies of the
+hot endpoints (which send pre-encoded responses; each declares its model in
+``opt["returns"]``); every parameter's schema, from its handler's declaration (exact integer
+bounds); the error envelope every operation may answer with; and the refusals the schema cannot
+express (a rule between fields, with a header, or against the queue's stored settings), which a
+handler names in ``opt["refusals"]``, by status. The document says every rule the server checks:
+a request it calls valid is refused only for one of those.
 ``docs/openapi.yaml`` is this document; a test fails when the two drift.
 
 Usage: ``python -m sqew.server.openapi [--check] [PATH]`` (default ``docs/openapi.yaml``).
@@ -26,8 +31,10 @@ from litestar.exceptions import NotFoundException
 from litestar.handlers import BaseRouteHandler, HTTPRouteHandler
 from litestar.openapi import OpenAPIConfig
 from litestar.router import Router
+from litestar.types import Empty
+from litestar.typing import FieldDefinition
 
-from sqew import __version__, errors
+from sqew import __version__, errors, models
 
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "docs" / "openapi.yaml"
 REF = "#/components/schemas/{name}"
@@ -80,6 +87,7 @@ def document(app: Litestar) -> dict[str, Any]:
     }
     for handler in _handlers(app):
         op = operations[str(handler.operation_id)]
+        _parameters(op, handler)
         if "body" in handler.opt:
             op["requestBody"] = _request_body(handler.opt["body"], schemas,
                                               required=not handler.opt.get("body_optional"))
@@ -92,6 +100,7 @@ def document(app: Litestar) -> dict[str, Any]:
         _error_responses(op, quota="429" in declared,
                          overload=op.get("operationId") if "503" in declared else None,
                          keyed=access not in ("open", "metrics"))
+        _refusals(op, handler.opt.get("refusals", {}))
         _security(op, access)
     schemas["Error"] = _error_schema()
     doc["components"]["responses"] = key_responses()
@@ -116,6 +125,56 @@ def _security(op: dict[str, Any], access: str) -> None:
                              "once keys are enforced.").strip()
 
 
+def _refusals(op: dict[str, Any], refusals: dict[str, str]) -> None:
+    """The answers to requests the schema calls valid (``opt["refusals"]``: status -> why)."""
+    for status, why in refusals.items():
+        op["responses"][status] = {"description": "What the schema refuses; and beyond what it "
+                                   f"says: {why}", "content": _error_content()}
+    if refusals:
+        op["description"] = (op.get("description", "") + "\n\nBeyond what the schema says, "
+                             "refused with " + ", ".join(sorted(refusals)) + ": see those "
+                             "answers.").strip()
+
+
+def _parameters(op: dict[str, Any], handler: HTTPRouteHandler) -> None:
+    """Each parameter's schema from its handler's declaration: Litestar's loses bounds of 0,
+    writes others as floats and puts an optional's bounds beside its ``oneOf``."""
+    fields = handler.parsed_fn_signature.parameters
+    for parameter in op.get("parameters", []):
+        field = fields[parameter["name"].lower().replace("-", "_")]
+        parameter["schema"] = _parameter_schema(field, parameter["in"])
+
+
+_BOUNDS = (("minimum", "ge"), ("maximum", "le"), ("minLength", "min_length"),
+           ("maxLength", "max_length"), ("pattern", "pattern"))
+
+
+def _parameter_schema(field: FieldDefinition, where: str) -> dict[str, Any]:
+    """The JSON Schema of a path, query or header parameter."""
+    kwarg = field.kwarg_definition
+    inner = next(a for a in (typing.get_args(field.annotation) or (field.annotation,))
+                 if a is not type(None))
+    schema: dict[str, Any] = {"type": "integer" if inner is int else "string"}
+    extra = {_camel(k): v for k, v in (getattr(kwarg, "schema_extra", None) or {}).items()}
+    for ours, theirs in _BOUNDS:
+        value = extra.pop(ours, getattr(kwarg, theirs, None))
+        if value is not None:
+            schema[ours] = int(value) if inner is int else value
+    schema.update(extra)
+    if field.is_optional and where == "query":
+        # Litestar reads a query parameter given as the word null as not given.
+        schema = {"anyOf": [schema, {"type": "null"}]}
+    if field.default is not None and field.default is not Empty:
+        schema["default"] = field.default
+    description = getattr(kwarg, "description", None)
+    return {**schema, "description": description} if description else schema
+
+
+def _camel(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(word.title() for word in rest)
+
+
 def _handlers(app: Litestar) -> list[HTTPRouteHandler]:
     out: list[HTTPRouteHandler] = []
     for route in app.routes:
@@ -136,10 +195,19 @@ def _schema(model: Any, schemas: dict[str, Any]) -> dict[str, Any]:
     members = typing.get_args(model) if isinstance(model, types.UnionType) else ()
     refs, components = msgspec.json.schema_components(members or (model,), ref_template=REF)
     for name, schema in components.items():
+        schema.update(_RULES.get(name, {}))
         known = schemas.setdefault(name, schema)  # Litestar's own, if it described the model
         if _content(known) != _content(schema):
             raise RuntimeError(f"two different schemas named {name}")
     return {"oneOf": list(refs)} if members else refs[0]
+
+
+_RULES: dict[str, dict[str, Any]] = {
+    cls.__name__: rules for cls in vars(models).values()
+    if isinstance(cls, type) and issubclass(cls, msgspec.Struct)
+    and isinstance(rules := getattr(cls, "json_schema_rules", None), dict)
+}
+"""What a model checks across its fields, as JSON Schema, by component name."""
 
 
 def _content(schema: dict[str, Any]) -> dict[str, Any]:

@@ -38,6 +38,11 @@ T = TypeVar("T")
 QueuePath = Annotated[str, PathParameter(description="queue name")]
 """The ``{q}`` path parameter of every queue route."""
 
+NAMES_A_DLQ = ("ValidationError: the operation acts on a queue's dead-letter queue, and q "
+               "names a dead-letter queue (`<queue>.dlq`): name its queue")
+"""The refusal (``opt["refusals"]``, see ``sqew.server.openapi``) of the routes that act on
+the DLQ of the queue they name."""
+
 _encode = msgspec.json.Encoder().encode
 
 
@@ -215,12 +220,60 @@ def _check_text(body: bytes) -> None:
         raise errors.InvalidRequest(f"the body is not UTF-8 (byte {exc.start})") from None
 
 
-def _decode(body: bytes, type_: type[T]) -> T:
+def _decode(body: bytes, type_: type[T], *, rewritten: bool = False) -> T:
     try:
         return msgspec.json.decode(body, type=type_)
     except msgspec.ValidationError as exc:
+        if not rewritten and _FLOAT_FOR_INT.search(str(exc)):
+            whole = _integral_floats_as_ints(body)
+            if whole is not None:
+                return _decode(whole, type_, rewritten=True)
         if type_ in SETTINGS_MODELS:  # a queue's settings: every problem at once
             raise every_problem(msgspec.json.decode(body), type_, exc) from None
         raise validation_error(exc, source=body, model=type_) from None
     except msgspec.DecodeError as exc:
         raise errors.InvalidRequest(f"malformed JSON: {exc}") from None
+
+
+# An integer field takes any JSON number without a fraction, as JSON Schema's "integer" does
+# (the OpenAPI document's word): 5, 5.0 and 5e0 are one number, and a generated client (or
+# JavaScript's JSON.stringify, or Python's json.dumps of a float) may write it either way.
+# msgspec reads 5.0 as a float and refuses it for an int: only then is the body rewritten, with
+# every whole float outside the payloads as an integer, and decoded again. Payloads keep their
+# exact text (``msgspec.Raw``), so nothing the producer sent changes.
+_FLOAT_FOR_INT = re.compile(r"Expected `(int|int \| [^`]*)`, got `float`")
+
+
+class _Payload(msgspec.Struct):
+    payload: msgspec.Raw = msgspec.Raw(b"")
+
+
+class _Payloads(msgspec.Struct):
+    messages: list[_Payload] = []
+
+
+def _integral_floats_as_ints(body: bytes) -> bytes | None:
+    """``body`` with every integral float outside payloads written as an integer; None when it
+    cannot be read so (the original error then stands)."""
+    try:
+        value = msgspec.json.decode(body)
+        if isinstance(value, dict) and "payload" in value:
+            value["payload"] = msgspec.json.decode(body, type=_Payload).payload
+        elif isinstance(value, dict) and isinstance(value.get("messages"), list):
+            raw = msgspec.json.decode(body, type=_Payloads).messages
+            for item, kept in zip(value["messages"], raw, strict=True):
+                if isinstance(item, dict) and "payload" in item:
+                    item["payload"] = kept.payload
+        return msgspec.json.encode(_whole(value))
+    except (msgspec.DecodeError, msgspec.ValidationError, ValueError):
+        return None
+
+
+def _whole(value: Any) -> Any:
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else value
+    if isinstance(value, dict):
+        return {k: _whole(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_whole(v) for v in value]
+    return value  # str, int, bool, None, or a payload's Raw text

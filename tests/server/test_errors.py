@@ -141,6 +141,17 @@ def test_a_wrong_method_on_every_route_is_method_not_allowed(
     assert allowed <= {m.strip() for m in response.headers["allow"].split(",")}
 
 
+@pytest.mark.parametrize("path", sorted({p for p, _, _ in DOCUMENTED}))
+def test_options_on_every_route_lists_every_method_it_serves(
+    shared: httpx.Client, path: str
+) -> None:
+    # The same methods as the document and the 405 answers, not only the first handler's.
+    allowed = {m for p, methods, _ in DOCUMENTED if p == path for m in methods}
+    response = shared.options(path.replace("{q}", "q").replace("{id}", "1"))
+    assert response.status_code == 204, response.text
+    assert {m.strip() for m in response.headers["allow"].split(",")} == allowed | {"OPTIONS"}
+
+
 @pytest.mark.parametrize(
     "path", sorted({p.replace("{path}", "x") for p, _, _, doc in ROUTES
                     if p.startswith("/schema") and not doc})

@@ -141,3 +141,23 @@ def test_the_local_client_names_the_attribute_key_too(tmp_path: Path) -> None:
     assert caught.value.details is not None
     assert [d["field"] for d in caught.value.details] == ["attributes"]
     assert "key 'kkkkkkkkkkkkkkkkkkk…'" in caught.value.message
+
+
+# --- numbers as JSON Schema reads them ------------------------------------------------------------
+def test_an_integer_field_takes_a_whole_number_written_with_a_fraction(served: Served) -> None:
+    """docs/openapi.yaml says "integer", which JSON Schema reads as any number without a
+    fraction: 5.0 and 5e0 are 5. A payload keeps its text as sent."""
+    with httpx.Client(base_url=served.url, timeout=30) as http:
+        created = http.post("/queues", content=b'{"name": "floats", "max_attempts": 5.0,'
+                            b' "visibility_ms": 3e4}', headers={"content-type": "application/json"})
+        assert created.status_code == 201, created.text
+        assert (created.json()["max_attempts"], created.json()["visibility_ms"]) == (5, 30_000)
+        sent = http.post("/queues/floats/messages", content=b'{"payload": {"n": 2.0},'
+                         b' "priority": 3.0}', headers={"content-type": "application/json"})
+        assert sent.status_code == 201, sent.text
+        polled = http.post("/queues/floats/poll")
+        (m,) = polled.json()["messages"]
+        assert m["priority"] == 3
+        assert b'{"n": 2.0}' in polled.content, polled.text  # the payload's own text
+        fraction = http.patch("/queues/floats", json={"max_attempts": 5.5})
+        assert envelope(fraction, 400, "ValidationError")["details"][0]["field"] == "max_attempts"

@@ -19,7 +19,7 @@ AfterId = Annotated[
 
 
 @get("/queues/{q:str}/dlq", operation_id="listDlq", summary="List dead-lettered messages",
-     opt={"access": "consume"})
+     opt={"access": "consume", "refusals": {"400": wire.NAMES_A_DLQ}})
 async def list_dlq(
     request: Req, q: wire.QueuePath, limit: DlqLimit = 100, after_id: AfterId = None
 ) -> models.MessageList:
@@ -29,7 +29,8 @@ async def list_dlq(
 
 
 @post("/queues/{q:str}/dlq/requeue", operation_id="requeueDlq", status_code=200,
-      opt={"access": "admin", "body": models.RequeueIn, "body_optional": True},
+      opt={"access": "admin", "body": models.RequeueIn, "body_optional": True,
+           "refusals": {"400": wire.NAMES_A_DLQ}},
       summary="Move dead-lettered messages back to their queue")
 async def requeue_dlq(request: Req, q: wire.QueuePath) -> models.Requeued:
     """Move DLQ messages (all, or ``{"ids": [...]}``) back with attempts reset to 0.
@@ -46,7 +47,8 @@ async def requeue_dlq(request: Req, q: wire.QueuePath) -> models.Requeued:
 
 
 @post("/queues/{q:str}/dlq/purge", operation_id="purgeDlq", status_code=200,
-      summary="Delete every dead-lettered message", opt={"access": "admin"})
+      summary="Delete every dead-lettered message",
+      opt={"access": "admin", "refusals": {"400": wire.NAMES_A_DLQ}})
 async def purge_dlq(request: Req, q: wire.QueuePath) -> models.Purged:
     """Delete every message of the queue's DLQ."""
     rt = runtime(request)

@@ -40,14 +40,16 @@ IdempotencyHeader = Annotated[
 ]
 _SIGNATURE_HEADER = signing.HEADER.lower().encode()
 # Read by the handler from the raw headers (``_signature``), so that a repeated header is seen
-# (and refused as malformed on a queue with a secret) rather than reduced to its first value.
+# (and refused as malformed) rather than reduced to its first value.
 SignatureHeader = Annotated[
     str | None,
     HeaderParameter(name=signing.HEADER, description=(
-        "On a queue with an hmac_secret (required there): t=<unix seconds>,v1=<hex "
+        "Required on a queue with an hmac_secret: t=<unix seconds>,v1=<hex "
         "HMAC-SHA256(secret, \"<t>.\" + the raw body)>, t within 300 s of the server's "
-        "time; several v1= may be given (one must match)"),
-        schema_extra={"pattern": r"^t=[0-9]+(,v1=[0-9a-f]{64})+" + models.END_OF_TEXT}),
+        f"time; up to {models.SIGNATURE_MAX_V1} v1= (one must match). A header of another "
+        "form is refused on any queue, before anything else of the request is looked at "
+        "(401 InvalidSignature); one of this form is checked only on a queue with a secret"),
+        schema_extra={"pattern": models.SIGNATURE_PATTERN}),
 ]
 # Read by the handler from the raw headers (``telemetry.request_context``), as W3C says: an invalid
 # traceparent is ignored (and its tracestate with it), never refused. A signature covers the
@@ -84,7 +86,15 @@ PeekLimit = Annotated[int, Parameter(ge=1, le=100, description="most messages")]
 @post("/queues/{q:str}/messages", operation_id="enqueue", status_code=201,
       opt={"access": "produce",
            "body": models.MessageIn | models.MessageBatchIn, "errors": ("429", "503"),
-           "returns": models.EnqueueResult | models.EnqueueBatchResult},
+           "returns": models.EnqueueResult | models.EnqueueBatchResult,
+           "refusals": {
+               "400": "ValidationError: the Idempotency-Key header with a batch (give each "
+                      "message its idempotency_key), or with an idempotency_key that differs "
+                      "from it; a message's delay_ms not below its ttl_ms, or above the "
+                      "queue's retention_ms (it would expire before it could be delivered)",
+               "413": "PayloadTooLarge: a payload over the queue's max_payload_bytes, or a "
+                      "body over the server's max_body_bytes",
+           }},
       summary="Enqueue messages")
 async def enqueue(
     request: Req, q: wire.QueuePath, idempotency_key: IdempotencyHeader = None,
@@ -95,15 +105,23 @@ async def enqueue(
 
     On a queue with an ``hmac_secret`` the request must carry a valid ``X-Sqew-Signature``
     over its exact body (a batch is signed as one body), else 401 ``InvalidSignature``.
+    The checks, in order: the API key (401, 403, 429); the form of ``X-Sqew-Signature``, on
+    any queue (401); the body's size (413), the ``Idempotency-Key`` header, the body (400);
+    the queue (404); the signature against the queue's secret (401); each message against
+    the queue's settings (400, 413); its quotas (429).
     A valid ``traceparent`` header (and ``tracestate``) is stored with each message that has
     no ``traceparent`` field of its own; an invalid one is ignored (``telemetry.request_context``),
     and so is any on a signed request (``X-Sqew-Signature``): the signature covers the body,
     not the headers.
     """
     rt = runtime(request)
+    # A malformed signature is refused first, on any queue, whatever the body: a header of the
+    # right form is checked against the secret by the service, on a queue with one.
+    signature = None if x_sqew_signature is None else _signature(request)
+    if signature is not None:
+        signing.check_form(signature)
     body = await wire.read_body(request, rt.settings.max_body_bytes)
-    # Every request offers its proof; the service checks it only on a queue with a secret.
-    proof = signing.Proof(None if x_sqew_signature is None else _signature(request), body)
+    proof = signing.Proof(signature, body)
     if idempotency_key is not None:
         idempotency_key = _idempotency_key(request)
     context = None if traceparent is None or x_sqew_signature is not None else (
@@ -278,6 +296,7 @@ async def peek(request: Req, q: wire.QueuePath, limit: PeekLimit = 10) -> models
     return models.MessageList(await rt.service.peek(q, limit))
 
 
+# source=dlq reads the DLQ of the queue named: refused for a DLQ (which has none).
 ScanSource = Annotated[
     str, Parameter(description="queue (every message, leased ones included), dlq or archive",
                    schema_extra={"enum": list(models.SCAN_SOURCES)}),
@@ -294,7 +313,10 @@ ScanMaxId = Annotated[
 
 
 @get("/queues/{q:str}/messages", operation_id="scanMessages",
-     summary="Page through a queue's messages by id (export)", opt={"access": "consume"})
+     summary="Page through a queue's messages by id (export)",
+     opt={"access": "consume", "refusals": {"400": (
+         "ValidationError: source=dlq, and q names a dead-letter queue (it has none): name "
+         "its queue")}})
 async def scan(
     request: Req, q: wire.QueuePath, source: ScanSource = "queue", after_id: ScanAfterId = None,
     max_id: ScanMaxId = None, limit: ScanLimit = 100,

@@ -14,7 +14,9 @@ Req = Request[Any, Any, Any]
 
 
 @post("/queues", operation_id="createQueue", status_code=201,
-      opt={"access": "admin", "body": models.QueueCreate},
+      opt={"access": "admin", "body": models.QueueCreate, "refusals": {"400": (
+          "ValidationError: backoff_max_ms (default 900000) is below backoff_base_ms "
+          "(default 1000)")}},
       summary="Create a queue (and its dead-letter queue)")
 async def create_queue(request: Req) -> models.Queue:
     """Create a queue named ``name`` with optional settings; its DLQ is ``name.dlq``."""
@@ -43,7 +45,9 @@ async def get_queue(request: Req, q: wire.QueuePath) -> models.Queue:
 
 
 @patch("/queues/{q:str}", operation_id="updateQueue",
-       opt={"access": "admin", "body": models.QueueSettings},
+       opt={"access": "admin", "body": models.QueueSettings, "refusals": {"400": (
+           "ValidationError: backoff_max_ms would be below backoff_base_ms (the queue's "
+           "current value stands for the one not given)")}},
        summary="Change queue settings")
 async def update_queue(request: Req, q: wire.QueuePath) -> models.Queue:
     """Change some settings of a queue; the others keep their values."""
@@ -53,7 +57,9 @@ async def update_queue(request: Req, q: wire.QueuePath) -> models.Queue:
 
 
 @delete("/queues/{q:str}", operation_id="deleteQueue", status_code=204,
-        summary="Delete a queue, its DLQ and their messages", opt={"access": "admin"})
+        summary="Delete a queue, its DLQ and their messages",
+        opt={"access": "admin", "refusals": {"400": (
+            "ValidationError: q names a dead-letter queue (it is removed with its queue)")}})
 async def delete_queue(request: Req, q: wire.QueuePath) -> None:
     """Remove a queue with its dead-letter queue and every message of both."""
     rt = runtime(request)
