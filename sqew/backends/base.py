@@ -24,6 +24,9 @@ What a second backend (PostgreSQL, say) implements:
   lock file of the role; PostgreSQL: an advisory lock held by a session);
 - ``Tx.notify`` where other processes' waiters learn of commits by message (PostgreSQL's
   ``NOTIFY``);
+- ``Backend.fast_paths`` where a round trip costs more than a statement: the by-name writes
+  as transactions of one statement each (``FastPaths``), which a writer uses for an operation
+  that runs alone;
 - ``Backend.clock`` where processes on several hosts share the database (PostgreSQL: the
   database server's time);
 - an entry in ``sqew.backends.open_backend`` and in the contract suite's targets.
@@ -37,7 +40,10 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 # What a backend offers besides transactions (re-exported: they belong to the contract too).
+from sqew.backends.coordination import MISSED as MISSED
+from sqew.backends.coordination import FastPaths as FastPaths
 from sqew.backends.coordination import Lead as Lead
+from sqew.backends.coordination import Missed as Missed
 from sqew.backends.coordination import Offload as Offload
 from sqew.backends.coordination import Waiter as Waiter
 from sqew.backends.coordination import WriteSession as WriteSession
@@ -112,13 +118,11 @@ class Tx(KeyStatementsContract, abc.ABC):
     def add_counters(self, queue_id: int, **deltas: int) -> None:
         """Add ``deltas`` to the named counter columns (depth, enqueued_total, …)."""
 
-    # --- the hot paths: one operation's writes each, one round trip where the backend can ----
-    # A backend may run one of these as a transaction of its own when it is the first
-    # statement of a transaction of one operation (``Backend.write``); the statements after it
-    # then begin a new one. So an operation calls one as its only write, or after a result
-    # that says nothing was written (``claim_by_name``'s leases to sweep).
+    # --- by name: one operation's writes each, found by the queue's name ------------------------
+    # Part of the transaction like every other method. A backend where a round trip costs more
+    # than a statement also offers them as transactions of their own (``FastPaths``).
     @abc.abstractmethod
-    def enqueue_plain(
+    def enqueue_by_name(
         self, name: str, count: int,
         rows_for: Callable[[QueueLimits], Sequence[NewMessage]],
     ) -> list[int] | None:
@@ -373,6 +377,12 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def waiter(self) -> Waiter:
         """The long polls' waiter for this database (one per service)."""
+
+    def fast_paths(self) -> FastPaths | None:
+        """The by-name writes as transactions of one statement each, for a writer running an
+        operation alone (``Op.fast``); None (the default) where a transaction of a few
+        statements costs about as much (SQLite)."""
+        return None
 
     @abc.abstractmethod
     def try_lead(self, role: str) -> Lead | None:

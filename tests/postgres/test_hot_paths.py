@@ -1,5 +1,5 @@
-"""The hot paths on PostgreSQL (``sqew.backends.postgres.hot``): an enqueue, a poll and an ack
-of an embedded Client are one statement each, a transaction of their own; the queue limits an
+"""The by-name writes on PostgreSQL (``sqew.backends.postgres.by_name``, ``fast``): an enqueue,
+a poll and an ack of an embedded Client are one statement each, a transaction of their own; the queue limits an
 enqueue keeps from an earlier one never outlive a change made by another process; an ack
 answers item by item as one ack at a time would."""
 
@@ -18,7 +18,7 @@ import pytest
 import sqew
 from sqew import errors, models
 from sqew.backends import open_backend
-from sqew.backends.postgres import connection, hot
+from sqew.backends.postgres import by_name, connection, statements
 from sqew.core import signing
 from sqew.core.service import QueueService
 
@@ -274,7 +274,7 @@ def test_polls_of_one_past_a_draw_of_tokens_each_lease_under_a_token_of_their_ow
     # A connection's polls of one take their tokens from TOKENS_AHEAD drawn at once: across
     # two draws and two processes, every lease has its own, and only its own token acks it.
     a, b = two
-    count = 2 * hot.TOKENS_AHEAD + 8
+    count = 2 * by_name.TOKENS_AHEAD + 8
     a.create_queue("q")
     for start in range(0, count, 100):
         a.enqueue_batch("q", [{"payload": i} for i in range(start, min(start + 100, count))])
@@ -295,7 +295,7 @@ def test_polls_of_one_past_a_draw_of_tokens_each_lease_under_a_token_of_their_ow
 
 
 def test_claims_and_acks_of_more_than_pair_by_position_allows(pg_url: str) -> None:
-    count = hot.BY_POSITION_MAX + 20
+    count = statements.BY_POSITION_MAX + 20
     backend = open_backend(pg_url)
     client = sqew.LocalClient(pg_url)
     try:
