@@ -1,25 +1,21 @@
 """The storage contract: what QueueService needs from a database, documented once.
 
 A ``Backend`` opens transactions; a transaction (``Tx``) offers small, single-purpose
-statements (those of API keys in ``key_contract``; the write session, the waiter and the lead
-in ``coordination``; the rows in ``rows``). All rules (validation, backoff, quotas,
-dead-lettering decisions) live in ``sqew.core``; a backend only stores and fetches, atomically.
+statements (those of API keys in ``key_contract``, the reaper's in ``reap_contract``; the
+write session, the fast paths, the waiter and the lead in ``coordination``; the rows in
+``rows``). All rules (validation, backoff, quotas, dead-lettering decisions) live in
+``sqew.core``; a backend only stores and fetches, atomically. Every ``Tx`` method is part of
+the one transaction the ``Tx`` is.
 
-What a second backend (PostgreSQL, say) implements:
+What a second backend implements:
 
-- a ``Tx``: subclass ``sqew.backends.sql.SqlTx``, which holds every statement in SQL that
-  PostgreSQL accepts too, on a DB-API connection, and override its hooks where the dialect
-  differs: ``TRUE``/``FALSE`` (boolean literals), ``NEW_TOKEN`` (SQL expression of a fresh
-  lease token), ``CLAIM_LOCK`` (appended to the claim's inner select: ``FOR UPDATE SKIP
-  LOCKED``), ``PARAMSTYLE`` (``"pyformat"`` for psycopg: statements are converted once),
-  ``_in_transaction`` (whether the transaction survived an error) and, for speed only,
-  ``insert_messages``, ``reap_dedup`` and ``extend``;
+- a ``Tx``: subclass ``sqew.backends.sql.SqlTx`` (every statement in SQL that SQLite and
+  PostgreSQL accept, on a DB-API connection) and override its hooks where the dialect
+  differs (``SqlTx`` lists them), and statements where the dialect has a faster one;
 - a ``WriteSession`` (a dedicated connection for the server's group committer), a
-  ``Waiter`` (wakes long polls on commits of other processes: SQLite watches its data
-  version, PostgreSQL would ``LISTEN``; ``sqew.backends.waiting.InProcessWaiter`` is the
-  in-process half) and a ``Backend`` (connections, transactions, schema checks, and
-  ``statements_on_loop``: whether a group's statements may run on the event loop): see those
-  classes below;
+  ``Waiter`` (wakes long polls on commits of other processes; ``sqew.backends.waiting``
+  holds the in-process half) and a ``Backend`` (connections, transactions, schema checks,
+  ``statements_on_loop``): see those classes;
 - ``Backend.try_lead``: the one process per database that does background work (SQLite: a
   lock file of the role; PostgreSQL: an advisory lock held by a session);
 - ``Tx.notify`` where other processes' waiters learn of commits by message (PostgreSQL's
@@ -48,6 +44,7 @@ from sqew.backends.coordination import Offload as Offload
 from sqew.backends.coordination import Waiter as Waiter
 from sqew.backends.coordination import WriteSession as WriteSession
 from sqew.backends.key_contract import KeyStatementsContract
+from sqew.backends.reap_contract import ReapStatementsContract
 
 # The rows the contract's statements take and return (re-exported: they belong to it).
 from sqew.backends.rows import ClaimQueue as ClaimQueue
@@ -61,7 +58,7 @@ from sqew.backends.rows import QueueRow as QueueRow
 from sqew.core.clock import Clock, system_clock
 
 
-class Tx(KeyStatementsContract, abc.ABC):
+class Tx(KeyStatementsContract, ReapStatementsContract, abc.ABC):
     """One database transaction. Every method is one (or a few) statements."""
 
     @abc.abstractmethod
@@ -326,32 +323,6 @@ class Tx(KeyStatementsContract, abc.ABC):
     def all_counts(self, now: int) -> list[QueueCounts]:
         """Every queue (DLQs included) by name with its counters and ``counts``, in one
         statement: reading all queues costs no round trip per queue (metrics scrapes)."""
-
-    @abc.abstractmethod
-    def queues_to_reap(self, now: int, limit: int) -> list[str]:
-        """The names, in order, of the queues with work for the reaper at ``now``, in one
-        statement: expired messages; messages whose last allowed lease ended (not in a DLQ);
-        archiving, archived messages past retention among the ``limit`` with the smallest ids.
-        (Idempotency records are reaped for all queues at once.)"""
-
-    @abc.abstractmethod
-    def reap_messages(self, queue_id: int, now: int, limit: int) -> int:
-        """Delete up to ``limit`` expired messages of a queue; returns how many."""
-
-    @abc.abstractmethod
-    def reap_dedup(self, queue_id: int | None, now: int, limit: int) -> int:
-        """Delete up to ``limit`` expired idempotency records; returns how many."""
-
-    @abc.abstractmethod
-    def reap_archive(self, queue_id: int, acked_before: int, limit: int) -> int:
-        """Delete up to ``limit`` archived messages of a queue acked at or before
-        ``acked_before`` (past the queue's retention); returns how many."""
-
-    @abc.abstractmethod
-    def reap_archive_head(self, queue_id: int, acked_before: int, limit: int) -> int:
-        """Of the ``limit`` archived messages of a queue with the smallest ids, delete those
-        acked at or before ``acked_before``; returns how many (bounded work for the reaper:
-        the archive has no index on ``acked_at``)."""
 
 
 class Backend(abc.ABC):

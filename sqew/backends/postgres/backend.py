@@ -90,7 +90,7 @@ class PostgresBackend(Backend):
             # Waits for its first connection: a call made before it was ready would make the
             # pool open a second one, and a pool hands its connections out in turn (the one
             # idle longest first), so a one-thread Client would alternate between two server
-            # processes for the next ten minutes (``max_idle``), some 5 µs an operation.
+            # processes for the next ten minutes (``max_idle``), each a cache to warm again.
             self._pool.open(wait=True, timeout=connection.POOL_TIMEOUT_S)
         except PoolTimeout:  # (the pool closed itself)
             raise errors.Unavailable(
