@@ -13,7 +13,7 @@ What a second backend implements:
   PostgreSQL accept, on a DB-API connection) and override its hooks where the dialect
   differs (``SqlTx`` lists them), and statements where the dialect has a faster one;
 - a ``WriteSession`` (a dedicated connection for the server's group committer), a
-  ``Waiter`` (wakes long polls on commits of other processes; ``sqew.backends.waiting``
+  ``Waiter`` (wakes long polls on commits of other processes; ``sqew.backends.wakeups``
   holds the in-process half) and a ``Backend`` (connections, transactions, schema checks,
   ``statements_on_loop``): see those classes;
 - ``Backend.try_lead``: the one process per database that does background work (SQLite: a

@@ -1,7 +1,7 @@
 """The by-name writes on PostgreSQL (``sqew.backends.postgres.by_name``, ``fast``): an enqueue,
-a poll and an ack of an embedded Client are one statement each, a transaction of their own; the queue limits an
-enqueue keeps from an earlier one never outlive a change made by another process; an ack
-answers item by item as one ack at a time would."""
+a poll and an ack of an embedded Client are one statement each, a transaction of their own;
+the queue settings an enqueue keeps from an earlier one never outlive a change made by another
+process; an ack answers item by item as one ack at a time would."""
 
 from __future__ import annotations
 

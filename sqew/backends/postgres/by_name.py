@@ -44,7 +44,7 @@ Send = Callable[[str, dict[str, Any]], Any]
 transaction or alone; the cursor."""
 
 RowsFor = Callable[[QueueLimits], Sequence[NewMessage]]
-_NQ = len(sql.CLAIM_QUEUE)
+_QUEUE_WIDTH = len(sql.CLAIM_QUEUE)  # how many columns of a claim's answer are its queue's
 _encode_rows = msgspec.json.Encoder().encode
 TOKENS_AHEAD = 64
 """Tokens a transaction object draws from the OS at once for claims of one (one system call
@@ -169,13 +169,15 @@ def claim(
         return None
     first = rows[0]
     q = ClaimQueue._make(first[:len(ClaimQueue._fields)])
-    q_lifo, ended = bool(first[_NQ - 2]), first[_NQ]
+    q_lifo, ended = bool(first[_QUEUE_WIDTH - 2]), first[_QUEUE_WIDTH]
     if q_lifo != lifo:
         tx.cache.set_lifo(name, q_lifo)
         return MISSED
     if ended:  # leases ended: nothing was claimed
         return q, None
-    claimed = [MessageRow._make(r[_NQ + 1:]) for r in rows if r[_NQ + 1] is not None]
+    first_message = _QUEUE_WIDTH + 1  # (after the queue's columns and ``ended``)
+    claimed = [MessageRow._make(r[first_message:]) for r in rows
+               if r[first_message] is not None]
     tx.drop_large_answer(sum(len(m.payload) for m in claimed))
     return q, in_delivery_order(claimed, lifo)
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sqew.backends.errors import driver_errors
-from sqew.backends.waiting import InProcessWaiter, wake
+from sqew.backends.wakeups import InProcessWaiter, wake
 
 CHANGE_POLL_S = 0.05
 """How often waits look for commits of other processes."""
