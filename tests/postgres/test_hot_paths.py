@@ -19,6 +19,7 @@ import sqew
 from sqew import errors, models
 from sqew.backends import open_backend
 from sqew.backends.postgres import by_name, connection, statements
+from sqew.backends.rows import NewMessage
 from sqew.core import signing
 from sqew.core.service import QueueService
 
@@ -360,3 +361,23 @@ def test_a_poll_that_sweeps_ended_leases_signs_with_the_queues_secret(
     assert [x.id for x in again] == [m.id] and again[0].attempts == 2
     assert sqew.verify_signature(again[0], "t" * 32)
     assert not sqew.verify_signature(again[0], "s" * 32)
+
+
+def test_a_by_name_write_is_part_of_its_transaction(pg_url: str) -> None:
+    # Every method of a Tx runs in its transaction: an enqueue by name, even on the settings
+    # the backend has cached (one statement), is rolled back with the rest.
+    backend = open_backend(pg_url)
+    service = QueueService(backend, reap_interval_ms=3_600_000)
+    try:
+        asyncio.run(service.create_queue(models.QueueCreate(name="q")))
+        asyncio.run(service.enqueue("q", [models.MessageIn(payload=b"1")]))  # (cached now)
+        now = backend.clock()
+        with pytest.raises(RuntimeError), backend.write() as tx:
+            ids = tx.enqueue_by_name("q", 1, lambda q: [NewMessage(
+                q.id, "2", 0, None, now, now, now + 60_000, False, None, None)])
+            assert ids
+            raise RuntimeError("the operation fails after its enqueue")
+        stats = asyncio.run(service.stats("q"))
+        assert (stats.enqueued_total, stats.ready) == (1, 1)
+    finally:
+        service.close()
