@@ -1,29 +1,28 @@
 """The storage contract: what QueueService needs from a database, documented once.
 
 A ``Backend`` opens transactions; a transaction (``Tx``) offers small, single-purpose
-statements (those of API keys in ``key_contract``; the write session, the waiter and the lead
-in ``coordination``; the rows in ``rows``). All rules (validation, backoff, quotas,
-dead-lettering decisions) live in ``sqew.core``; a backend only stores and fetches, atomically.
+statements (those of API keys in ``key_contract``, the reaper's in ``reap_contract``; the
+write session, the fast paths, the waiter and the lead in ``coordination``; the rows in
+``rows``). All rules (validation, backoff, quotas, dead-lettering decisions) live in
+``sqew.core``; a backend only stores and fetches, atomically. Every ``Tx`` method is part of
+the one transaction the ``Tx`` is.
 
-What a second backend (PostgreSQL, say) implements:
+What a second backend implements:
 
-- a ``Tx``: subclass ``sqew.backends.sql.SqlTx``, which holds every statement in SQL that
-  PostgreSQL accepts too, on a DB-API connection, and override its hooks where the dialect
-  differs: ``TRUE``/``FALSE`` (boolean literals), ``NEW_TOKEN`` (SQL expression of a fresh
-  lease token), ``CLAIM_LOCK`` (appended to the claim's inner select: ``FOR UPDATE SKIP
-  LOCKED``), ``PARAMSTYLE`` (``"pyformat"`` for psycopg: statements are converted once),
-  ``_in_transaction`` (whether the transaction survived an error) and, for speed only,
-  ``insert_messages``, ``reap_dedup`` and ``extend``;
+- a ``Tx``: subclass ``sqew.backends.sql.SqlTx`` (every statement in SQL that SQLite and
+  PostgreSQL accept, on a DB-API connection) and override its hooks where the dialect
+  differs (``SqlTx`` lists them), and statements where the dialect has a faster one;
 - a ``WriteSession`` (a dedicated connection for the server's group committer), a
-  ``Waiter`` (wakes long polls on commits of other processes: SQLite watches its data
-  version, PostgreSQL would ``LISTEN``; ``sqew.backends.waiting.InProcessWaiter`` is the
-  in-process half) and a ``Backend`` (connections, transactions, schema checks, and
-  ``statements_on_loop``: whether a group's statements may run on the event loop): see those
-  classes below;
+  ``Waiter`` (wakes long polls on commits of other processes; ``sqew.backends.wakeups``
+  holds the in-process half) and a ``Backend`` (connections, transactions, schema checks,
+  ``statements_on_loop``): see those classes;
 - ``Backend.try_lead``: the one process per database that does background work (SQLite: a
   lock file of the role; PostgreSQL: an advisory lock held by a session);
 - ``Tx.notify`` where other processes' waiters learn of commits by message (PostgreSQL's
   ``NOTIFY``);
+- ``Backend.fast_paths`` where a round trip costs more than a statement: the by-name writes
+  as transactions of one statement each (``FastPaths``), which a writer uses for an operation
+  that runs alone;
 - ``Backend.clock`` where processes on several hosts share the database (PostgreSQL: the
   database server's time);
 - an entry in ``sqew.backends.open_backend`` and in the contract suite's targets.
@@ -37,11 +36,15 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 # What a backend offers besides transactions (re-exported: they belong to the contract too).
+from sqew.backends.coordination import MISSED as MISSED
+from sqew.backends.coordination import FastPaths as FastPaths
 from sqew.backends.coordination import Lead as Lead
+from sqew.backends.coordination import Missed as Missed
 from sqew.backends.coordination import Offload as Offload
 from sqew.backends.coordination import Waiter as Waiter
 from sqew.backends.coordination import WriteSession as WriteSession
 from sqew.backends.key_contract import KeyStatementsContract
+from sqew.backends.reap_contract import ReapStatementsContract
 
 # The rows the contract's statements take and return (re-exported: they belong to it).
 from sqew.backends.rows import ClaimQueue as ClaimQueue
@@ -55,7 +58,7 @@ from sqew.backends.rows import QueueRow as QueueRow
 from sqew.core.clock import Clock, system_clock
 
 
-class Tx(KeyStatementsContract, abc.ABC):
+class Tx(KeyStatementsContract, ReapStatementsContract, abc.ABC):
     """One database transaction. Every method is one (or a few) statements."""
 
     @abc.abstractmethod
@@ -112,13 +115,11 @@ class Tx(KeyStatementsContract, abc.ABC):
     def add_counters(self, queue_id: int, **deltas: int) -> None:
         """Add ``deltas`` to the named counter columns (depth, enqueued_total, …)."""
 
-    # --- the hot paths: one operation's writes each, one round trip where the backend can ----
-    # A backend may run one of these as a transaction of its own when it is the first
-    # statement of a transaction of one operation (``Backend.write``); the statements after it
-    # then begin a new one. So an operation calls one as its only write, or after a result
-    # that says nothing was written (``claim_by_name``'s leases to sweep).
+    # --- by name: one operation's writes each, found by the queue's name ------------------------
+    # Part of the transaction like every other method. A backend where a round trip costs more
+    # than a statement also offers them as transactions of their own (``FastPaths``).
     @abc.abstractmethod
-    def enqueue_plain(
+    def enqueue_by_name(
         self, name: str, count: int,
         rows_for: Callable[[QueueLimits], Sequence[NewMessage]],
     ) -> list[int] | None:
@@ -323,32 +324,6 @@ class Tx(KeyStatementsContract, abc.ABC):
         """Every queue (DLQs included) by name with its counters and ``counts``, in one
         statement: reading all queues costs no round trip per queue (metrics scrapes)."""
 
-    @abc.abstractmethod
-    def queues_to_reap(self, now: int, limit: int) -> list[str]:
-        """The names, in order, of the queues with work for the reaper at ``now``, in one
-        statement: expired messages; messages whose last allowed lease ended (not in a DLQ);
-        archiving, archived messages past retention among the ``limit`` with the smallest ids.
-        (Idempotency records are reaped for all queues at once.)"""
-
-    @abc.abstractmethod
-    def reap_messages(self, queue_id: int, now: int, limit: int) -> int:
-        """Delete up to ``limit`` expired messages of a queue; returns how many."""
-
-    @abc.abstractmethod
-    def reap_dedup(self, queue_id: int | None, now: int, limit: int) -> int:
-        """Delete up to ``limit`` expired idempotency records; returns how many."""
-
-    @abc.abstractmethod
-    def reap_archive(self, queue_id: int, acked_before: int, limit: int) -> int:
-        """Delete up to ``limit`` archived messages of a queue acked at or before
-        ``acked_before`` (past the queue's retention); returns how many."""
-
-    @abc.abstractmethod
-    def reap_archive_head(self, queue_id: int, acked_before: int, limit: int) -> int:
-        """Of the ``limit`` archived messages of a queue with the smallest ids, delete those
-        acked at or before ``acked_before``; returns how many (bounded work for the reaper:
-        the archive has no index on ``acked_at``)."""
-
 
 class Backend(abc.ABC):
     """A database holding sqew's schema."""
@@ -373,6 +348,12 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def waiter(self) -> Waiter:
         """The long polls' waiter for this database (one per service)."""
+
+    def fast_paths(self) -> FastPaths | None:
+        """The by-name writes as transactions of one statement each, for a writer running an
+        operation alone (``Op.fast``); None (the default) where a transaction of a few
+        statements costs about as much (SQLite)."""
+        return None
 
     @abc.abstractmethod
     def try_lead(self, role: str) -> Lead | None:

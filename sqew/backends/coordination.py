@@ -1,14 +1,20 @@
 """The storage contract beyond transactions (``sqew.backends.base``): the group committer's
-write session, the long polls' waiter, and a role one process per database leads."""
+write session, the fast paths of an operation that runs alone, the long polls' waiter, and a
+role one process per database leads."""
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, Any
+import enum
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Final
+
+from sqew.backends.errors import driver_errors
 
 if TYPE_CHECKING:
     from sqew.backends.base import Tx
+    from sqew.backends.rows import ClaimQueue, MessageRow, NewMessage, QueueLimits
 
 Offload = Callable[[Callable[[], Any]], Awaitable[Any]]
 """Runs a blocking call away from the event loop (a thread) and awaits its result."""
@@ -37,6 +43,11 @@ class WriteSession(abc.ABC):
     def rollback(self) -> None:
         """Roll back the open transaction, if any."""
 
+    def driver_errors(self) -> AbstractContextManager[None]:
+        """A block of statements on ``tx``: its driver errors come out as the ``SqewError``s
+        they mean (``sqew.backends.errors.driver_errors``; a conflict as ``Conflict``)."""
+        return driver_errors()
+
     @property
     @abc.abstractmethod
     def in_transaction(self) -> bool:
@@ -51,6 +62,54 @@ class WriteSession(abc.ABC):
         frames not checkpointed yet, as last seen after a checkpoint); None where the backend
         does not know (backpressure then ignores it). Cheap: no statement, a value kept."""
         return None
+
+
+class Missed(enum.Enum):
+    """The type of ``MISSED``."""
+
+    MISSED = "missed"
+
+
+MISSED: Final = Missed.MISSED
+"""A fast path's answer where its statement wrote nothing because the database is not as it
+assumed (a queue's cached settings changed, leases of the queue ended): the operation then
+runs in a transaction as usual (``Op.run``)."""
+
+
+class FastPaths(abc.ABC):
+    """The writes that find their queue by name (``Tx.enqueue_by_name``, ``claim_by_name``,
+    ``ack_by_name``), each a transaction of its own: one statement, which commits as it runs
+    (one round trip). A writer uses them for an operation it runs alone (``Op.fast``);
+    each answers ``MISSED`` where it wrote nothing and the operation must run as usual.
+
+    Driver errors come out as ``SqewError``s; a statement's notification of other processes'
+    waiters goes with it.
+    """
+
+    @abc.abstractmethod
+    def enqueue(
+        self, name: str, count: int,
+        rows_for: Callable[[QueueLimits], Sequence[NewMessage]],
+    ) -> list[int] | Missed:
+        """``Tx.enqueue_by_name`` on the queue's settings as the backend has them cached:
+        ``rows_for`` is called with them and must not refuse (a refusal is ``MISSED``: the
+        queue's current settings decide); ``MISSED`` also where there are none cached, the
+        queue has a quota, or its settings changed (or the queue went)."""
+
+    @abc.abstractmethod
+    def claim(
+        self, name: str, now: int, limit: int, visibility_ms: int | None
+    ) -> tuple[ClaimQueue, list[MessageRow]] | Missed | None:
+        """``Tx.claim_by_name``: ``MISSED`` (nothing claimed) where leases of the queue ended
+        (they are swept in a transaction first) or the backend had its order wrong."""
+
+    @abc.abstractmethod
+    def ack(
+        self, name: str, items: Sequence[tuple[int, str]], now: int
+    ) -> list[bool | None] | Missed | None:
+        """``Tx.ack_by_name``: ``MISSED`` (nothing acked) where the backend had it wrong
+        whether the queue archives. The answer for items that missed (lease lost, or no such
+        message) is read after the ack committed."""
 
 
 class Waiter(abc.ABC):

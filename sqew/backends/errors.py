@@ -1,16 +1,61 @@
-"""Driver errors → SqewError, at the backend boundary (one table per driver, raise … from exc).
+"""Driver errors → SqewError, at the backend boundary: ``driver_errors``, one table per driver.
 
-SQLite errors are told apart by their result code (``sqlite_errorcode``, Python 3.11),
-PostgreSQL's (psycopg) by their SQLSTATE, never by message text: the text is for people and
-changes between versions. Nothing here imports psycopg: it is an optional dependency, and its
-errors are recognised by their module and their ``sqlstate``.
+Every place where a backend's statements run on behalf of the service (a transaction of
+``Backend.write``/``read``, a write session's steps and ``WriteSession.driver_errors`` blocks,
+a savepoint, the backend's own calls) runs them inside ``driver_errors()``: above the backend,
+code sees ``SqewError``s only, a transaction the database aborted for a conflict with another
+as ``Conflict`` (which the writers run again).
+
+SQLite errors are told apart by their result code (``sqlite_errorcode``), PostgreSQL's
+(psycopg) by their SQLSTATE, never by message text: the text is for people and changes
+between versions. Nothing here imports psycopg: it is an optional dependency, and its errors
+are recognised by their module and their ``sqlstate``.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from types import TracebackType
 
 from sqew import errors
+
+
+class Conflict(errors.Unavailable):
+    """The database aborted the transaction for a conflict with another (a deadlock, a
+    serialization failure): nothing of it was written, and it may simply run again. To a
+    client it is ``Unavailable`` (503), should it still conflict after the writer's retries."""
+
+
+class _DriverErrors:
+    """The context manager ``driver_errors`` returns (one instance: it keeps no state)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None,
+    ) -> None:
+        if exc is not None and not isinstance(exc, errors.SqewError) and is_driver_error(exc):
+            raise translate(exc) from exc
+
+
+_DRIVER_ERRORS = _DriverErrors()
+
+
+def driver_errors() -> _DriverErrors:
+    """A block whose driver errors (sqlite3's, psycopg's, SQLAlchemy's) come out as the
+    ``SqewError`` they mean (``translate``; the driver's error is its ``__cause__``). Other
+    exceptions pass unchanged."""
+    return _DRIVER_ERRORS
+
+
+def is_driver_error(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised by a database driver (or SQLAlchemy around one)."""
+    if isinstance(exc, sqlite3.Error):
+        return True
+    return type(exc).__module__.startswith(("psycopg", "sqlalchemy"))
 
 _BUSY = "the database is busy; try again"
 _SQLITE_CODES: dict[int, tuple[type[errors.SqewError], str]] = {
@@ -34,11 +79,12 @@ _SQLITE_CODES: dict[int, tuple[type[errors.SqewError], str]] = {
 
 
 _PG_RETRY = "the database aborted a conflicting transaction; try again"
+_PG_CONFLICT = "40"  # SQLSTATE class: serialization failure, deadlock
 _PG_DOWN = "the database is unreachable or restarting; try again"
 _PG_CLASSES: dict[str, tuple[type[errors.SqewError], str]] = {
     # SQLSTATE class (its first two characters) → (error, message)
     "08": (errors.Unavailable, _PG_DOWN),  # connection exception
-    "40": (errors.Unavailable, _PG_RETRY),  # serialization failure, deadlock
+    _PG_CONFLICT: (Conflict, _PG_RETRY),
     "53": (errors.Unavailable, "the database is out of resources (disk, memory, connections)"),
     "57": (errors.Unavailable, _PG_DOWN),  # admin/crash shutdown, cannot connect now, cancel
     "58": (errors.Unavailable, "the database could not be read or written (I/O error)"),
@@ -64,12 +110,6 @@ def pg_sqlstate(exc: BaseException) -> str | None:
         return None
     state = getattr(exc, "sqlstate", None)
     return state if isinstance(state, str) else None
-
-
-def is_conflict(exc: BaseException) -> bool:
-    """Whether ``exc`` is PostgreSQL aborting a transaction that conflicted with another
-    (serialization failure, deadlock): the transaction may simply run again."""
-    return (pg_sqlstate(exc) or "").startswith("40")
 
 
 def _pg_translate(exc: BaseException) -> errors.SqewError | None:

@@ -123,7 +123,7 @@ class MessageRow(NamedTuple):
     origin_queue: str | None
     """The queue a dead-lettered message came from (None outside a DLQ)."""
     traceparent: str | None
-    """The producer's W3C trace context, when it sent one (SPEC §2 "Trace context")."""
+    """The producer's W3C trace context, when it sent one (docs/rest.md#trace-context)."""
     tracestate: str | None
 
 
@@ -140,6 +140,19 @@ class KeyRow(NamedTuple):
     last_used_at: int | None
 
 
-NewMessage = tuple[int, str, int, str | None, int, int, int, bool, str | None, str | None]
-"""(queue_id, payload, priority, attributes_json, enqueued_at, available_at, expires_at, lifo,
-traceparent, tracestate)."""
+class NewMessage(NamedTuple):
+    """A message to insert (``Tx.insert_messages``): the columns of ``messages`` that an
+    enqueue sets, in the table's order (``schema.INSERTED``; ``attempts`` starts at 0, the
+    lease columns empty)."""
+
+    queue_id: int
+    payload: str
+    priority: int
+    attributes: str | None
+    """The attributes as a JSON object, or None."""
+    enqueued_at: int
+    available_at: int
+    expires_at: int
+    lifo: bool
+    traceparent: str | None
+    tracestate: str | None

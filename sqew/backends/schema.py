@@ -29,6 +29,9 @@ from sqlalchemy import (
     text,
 )
 
+from sqew.backends.columns import ARCHIVED, INSERTED
+from sqew.backends.rows import MessageRow
+
 metadata = MetaData(
     naming_convention={
         "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -104,7 +107,7 @@ messages = Table(
     Column("last_error", Text, nullable=True),
     Column("lifo", Boolean, nullable=False),
     Column("origin_queue", String(100), nullable=True),
-    # The producer's W3C trace context (SPEC §2 "Trace context"), returned on delivery.
+    # The producer's W3C trace context (docs/rest.md#trace-context), returned on delivery.
     Column("traceparent", String(55), nullable=True),
     Column("tracestate", String(512), nullable=True),
     MESSAGES_QUEUE_KEY,
@@ -203,3 +206,18 @@ def include_object(dialect: str) -> Callable[[Any, str | None, str, bool, Any], 
         return dialect == "sqlite" or obj is not MESSAGES_QUEUE_KEY
 
     return include
+
+
+def _check_columns() -> None:
+    """Refuse to load if the statements' column lists (``columns``, from the row types) are not
+    these tables' columns in these tables' order: they are declared there, once, so that a
+    statement needs no SQLAlchemy."""
+    set_by_enqueue = tuple(c.name for c in messages.columns if c.name not in _NOT_INSERTED)
+    archived = tuple(c.name for c in archive.columns if c.name != "acked_at")
+    read = set(MessageRow._fields) <= set(messages.columns.keys())
+    if (set_by_enqueue, archived, read) != (INSERTED, ARCHIVED, True):
+        raise RuntimeError("sqew.backends.columns disagrees with the schema")
+
+
+_NOT_INSERTED = ("id", "attempts", "lease_expires_at", "token", "last_error", "origin_queue")
+_check_columns()

@@ -19,20 +19,18 @@ from contextlib import contextmanager
 from typing import Any, ClassVar
 
 from sqew.backends.base import LiveCounts, MessageRow, NewMessage, QueueRow, Tx
+from sqew.backends.columns import INSERT_MESSAGES, INSERTED
+from sqew.backends.columns import MESSAGE as _MSG_COLS
+from sqew.backends.errors import driver_errors
 from sqew.backends.paramstyle import PyformatConnection
+from sqew.backends.sql_by_name import ByNameStatements
 from sqew.backends.sql_held import HeldStatements
-from sqew.backends.sql_hot import HotStatements
 from sqew.backends.sql_keys import KeyStatements
 from sqew.backends.sql_queues import ENDED_LEASES, QueueStatements
 from sqew.backends.sql_reaps import ReapStatements
 from sqew.backends.sql_scans import ScanStatements
 
-_MSG_COLS = ", ".join(MessageRow._fields)
 _KEYS_PER_LOOKUP = 500  # idempotency keys looked up per statement (a batch holds up to 1000)
-_NEW_MESSAGE_COLS = (
-    "queue_id", "payload", "priority", "attributes", "enqueued_at", "available_at",
-    "expires_at", "lifo", "traceparent", "tracestate",
-)
 INSERT_CHUNK = 100
 """Rows per multi-row ``INSERT`` of the neutral ``insert_messages`` (800 parameters)."""
 
@@ -42,7 +40,7 @@ LEASE_EXPIRED = "lease expired"
 
 
 class SqlTx(
-    HotStatements, HeldStatements, QueueStatements, KeyStatements, ScanStatements,
+    ByNameStatements, HeldStatements, QueueStatements, KeyStatements, ScanStatements,
     ReapStatements, Tx,
 ):
     """The contract's statements on one DB-API connection inside an open transaction.
@@ -86,17 +84,19 @@ class SqlTx(
 
     @contextmanager
     def savepoint(self) -> Iterator[None]:
-        self.c.execute("SAVEPOINT op")
-        try:
-            yield
-        except BaseException:
-            # After some errors (SQLite's full disk) the whole transaction has ended: there
-            # is no savepoint left, and the original error is the one that tells.
-            if self._in_transaction():
-                self.c.execute("ROLLBACK TO SAVEPOINT op")
-                self.c.execute("RELEASE SAVEPOINT op")
-            raise
-        self.c.execute("RELEASE SAVEPOINT op")
+        """Driver errors of the block come out as ``SqewError``s (``driver_errors``)."""
+        with driver_errors():
+            self.c.execute("SAVEPOINT op")
+            try:
+                yield
+            except BaseException:
+                # After some errors (SQLite's full disk) the whole transaction has ended: there
+                # is no savepoint left, and the original error is the one that tells.
+                if self._in_transaction():
+                    self.c.execute("ROLLBACK TO SAVEPOINT op")
+                    self.c.execute("RELEASE SAVEPOINT op")
+                raise
+            self.c.execute("RELEASE SAVEPOINT op")
 
     # helpers
     def _in_transaction(self) -> bool:
@@ -154,7 +154,7 @@ class SqlTx(
             params = {
                 f"{col}{i}": value
                 for i, row in enumerate(chunk)
-                for col, value in zip(_NEW_MESSAGE_COLS, row, strict=True)
+                for col, value in zip(INSERTED, row, strict=True)
             }
             ids.extend(sorted(int(r[0]) for r in self._all(_insert_sql(len(chunk)), params)))
         return ids
@@ -369,11 +369,6 @@ def in_delivery_order(rows: list[MessageRow], lifo: bool) -> list[MessageRow]:
 def _insert_sql(rows: int) -> str:
     """``INSERT INTO messages … VALUES (…), … RETURNING id`` for ``rows`` rows."""
     values = ", ".join(
-        "(" + ", ".join(f":{col}{i}" for col in _NEW_MESSAGE_COLS[:4]) + ", 0, "
-        + ", ".join(f":{col}{i}" for col in _NEW_MESSAGE_COLS[4:]) + ")"
-        for i in range(rows)
+        "(" + ", ".join(f":{col}{i}" for col in INSERTED) + ", 0)" for i in range(rows)
     )
-    return (
-        "INSERT INTO messages (queue_id, payload, priority, attributes, attempts, enqueued_at, "
-        f"available_at, expires_at, lifo, traceparent, tracestate) VALUES {values} RETURNING id"
-    )
+    return f"{INSERT_MESSAGES} VALUES {values} RETURNING id"

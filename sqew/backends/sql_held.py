@@ -12,13 +12,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from sqew.backends.base import QueueRow
+from sqew.backends.columns import ARCHIVED, INSERT_ARCHIVE
 
 _HELD = "id = :id AND queue_id = :q AND token = :t"  # held under the lease of token :t
-ARCHIVED = ("id", "queue_id", "payload", "priority", "attributes", "attempts", "enqueued_at",
-            "last_error", "traceparent", "tracestate")
-"""The columns of a message that its archive keeps (with the time it was acked)."""
-_ARCHIVE_ONE = (f"INSERT INTO archive ({', '.join(ARCHIVED)}, acked_at) "
-                f"VALUES ({', '.join(':' + c for c in ARCHIVED)}, :now)")
+_ARCHIVE_ONE = f"{INSERT_ARCHIVE} VALUES ({', '.join(':' + c for c in ARCHIVED)}, :now)"
 
 
 class HeldStatements:

@@ -6,8 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sqew.backends.base import MessageRow
-
-_MSG_COLS = ", ".join(MessageRow._fields)
+from sqew.backends.columns import MESSAGE as _MSG_COLS
 
 
 class ScanStatements:

@@ -7,11 +7,11 @@ in delivery order; acks of one queue share the statement that finds and counts t
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any
 
 from sqew import errors, models
-from sqew.backends.base import ClaimQueue, QueueRow, Tx
+from sqew.backends.base import MISSED, ClaimQueue, FastPaths, Missed, QueueRow, Tx
 from sqew.core import rules, views
 from sqew.core.writer import Op, Outcome
 
@@ -79,6 +79,7 @@ class Claim(Op[tuple[Leased, "int | None"]]):
     # Claims skip locked messages; ended leases are expired after locking the queue (claim).
     locks_first = True
     gives_back = True
+    has_fast = True
 
     def __init__(
         self, queue: str, batch: int, visibility_ms: int | None, *, want_due: bool = False,
@@ -96,6 +97,19 @@ class Claim(Op[tuple[Leased, "int | None"]]):
 
     def caller_gone(self) -> bool:
         return self.gone is not None and self.gone()
+
+    def fast(self, paths: FastPaths, now: int) -> tuple[Leased, int | None] | Missed:
+        """The claim alone, unless leases of the queue ended (they are swept first, in a
+        transaction) or nothing was ready for a caller that wants to know when it will be."""
+        if self.caller_gone():
+            return [], None
+        found = paths.claim(self.queue, now, self.batch, self.visibility_ms)
+        if found is None or found is MISSED:  # (no such queue: ``run`` says so)
+            return MISSED
+        q, rows = found
+        if not rows and self.want_due:
+            return MISSED
+        return [views.leased(r, q) for r in rows], None
 
     def run(self, tx: Tx, now: int) -> tuple[Leased, int | None]:
         if self.caller_gone():  # left while the group waited (for the write lock, say)
@@ -162,6 +176,7 @@ class Ack(Op[ItemResults]):
 
     __slots__ = ("items", "queue")
     locks_first = True  # the counters first (``Tx.ack_by_name``), then the messages
+    has_fast = True
 
     def __init__(self, queue: str, items: Sequence[tuple[int, str]]) -> None:
         self.queue = queue
@@ -169,6 +184,12 @@ class Ack(Op[ItemResults]):
 
     def key(self) -> Hashable | None:
         return ("ack", self.queue)
+
+    def fast(self, paths: FastPaths, now: int) -> ItemResults | Missed:
+        found = paths.ack(self.queue, self.items, now)
+        if found is None or found is MISSED:  # (no such queue: ``run`` says so)
+            return MISSED
+        return _ack_results(self.items, iter(found))
 
     def run(self, tx: Tx, now: int) -> ItemResults:
         return ack(tx, self.queue, [self.items], now)[0]
@@ -187,10 +208,13 @@ def ack(
     if found is None:
         raise errors.queue_not_found(queue)
     outcomes = iter(found)
-    return [
-        [models.ItemResult(msg_id, _ACK_RESULT[next(outcomes)]) for msg_id, _ in items]
-        for items in requests
-    ]
+    return [_ack_results(items, outcomes) for items in requests]
+
+
+def _ack_results(
+    items: Sequence[tuple[int, str]], outcomes: Iterator[bool | None]
+) -> ItemResults:
+    return [models.ItemResult(msg_id, _ACK_RESULT[next(outcomes)]) for msg_id, _ in items]
 
 
 _ACK_RESULT: dict[bool | None, str] = {

@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from sqew import errors
 from sqew.backends.base import Backend, Tx, Waiter, WriteSession
-from sqew.backends.errors import is_conflict, translate
+from sqew.backends.errors import Conflict
 from sqew.core.clock import Clock
 from sqew.core.pressure import Pressure
 from sqew.core.writer import (
@@ -187,7 +187,7 @@ class GroupWriter(Writer):
             except _Conflict as conflict:  # rolled back
                 conflicts += 1
                 if conflicts >= CONFLICT_ATTEMPTS:
-                    raise _GroupFailed(translate(conflict.cause)) from conflict.cause
+                    raise _GroupFailed(conflict.cause) from conflict.cause
                 log.info("a group conflicted with another transaction; running it again")
             else:
                 if outcomes is not None:
@@ -208,10 +208,11 @@ class GroupWriter(Writer):
 
         def give_back() -> None:
             tx = self._session.tx
-            for i in gone:
-                (op, future), (_, value) = outcomes[i]
-                outcomes[i] = ((op, future), (True, op.give_back(tx, value)))
-            _notified(tx, [outcomes[i] for i in gone])  # what was given back is ready again
+            with self._session.driver_errors():
+                for i in gone:
+                    (op, future), (_, value) = outcomes[i]
+                    outcomes[i] = ((op, future), (True, op.give_back(tx, value)))
+                _notified(tx, [outcomes[i] for i in gone])  # given back: ready again
 
         await self._body(give_back)
         return outcomes
@@ -227,8 +228,9 @@ class GroupWriter(Writer):
         rarely fail); None, rolled back, if one raised."""
         tx = self._session.tx
         try:
-            _lock_queues(tx, units)
-            outcomes = [pair for unit in units for pair in _run_unit(tx, unit, now)]
+            with self._session.driver_errors():
+                _lock_queues(tx, units)
+                outcomes = [pair for unit in units for pair in _run_unit(tx, unit, now)]
         except Exception as exc:
             self._check_transaction(exc)
             self._rollback_for(exc)
@@ -238,22 +240,22 @@ class GroupWriter(Writer):
     def _isolated(self, units: list[Unit], now: int) -> list[tuple[Item, Outcome]]:
         """Each unit in a savepoint: one failure fails only its own operations."""
         tx = self._session.tx
-        _lock_queues(tx, units)
+        with self._session.driver_errors():
+            _lock_queues(tx, units)
         outcomes = [pair for unit in units for pair in self._isolated_unit(tx, unit, now)]
         return _notified(tx, outcomes)
 
     def _isolated_unit(self, tx: Tx, unit: Unit, now: int) -> list[tuple[Item, Outcome]]:
         try:
-            with tx.savepoint():
+            with tx.savepoint():  # (which raises driver errors as SqewErrors)
                 return _run_unit(tx, unit, now)
-        except errors.SqewError as exc:
+        except Conflict as exc:  # the whole group runs again (its locks let go first)
             self._check_transaction(exc)
-            return [(item, (False, exc)) for item in unit]
-        except Exception as exc:  # a bug or a database error fails this unit alone
+            self._rollback_for(exc)
+            raise AssertionError("unreachable") from exc
+        except Exception as exc:  # fails this unit alone (a bug, too: InternalError)
             self._check_transaction(exc)
-            if is_conflict(exc):  # the whole group runs again (its locks let go first)
-                self._rollback_for(exc)
-            err = translate(exc)
+            err = _as_sqew(exc)
             if isinstance(err, errors.InternalError):
                 log.error("write operation failed", exc_info=exc)
             return [(item, (False, err)) for item in unit]
@@ -263,13 +265,13 @@ class GroupWriter(Writer):
         try:
             self._session.rollback()
         except Exception as rollback_exc:
-            raise _GroupFailed(translate(rollback_exc)) from rollback_exc
-        if is_conflict(exc):
+            raise _GroupFailed(_as_sqew(rollback_exc)) from rollback_exc
+        if isinstance(exc, Conflict):
             raise _Conflict(exc)
 
     def _check_transaction(self, exc: BaseException) -> None:
         if not self._session.in_transaction:
-            raise _GroupFailed(translate(exc)) from exc
+            raise _GroupFailed(_as_sqew(exc)) from exc
 
     def _abandon(self) -> None:
         try:
@@ -305,7 +307,7 @@ class _Conflict(Exception):
     """The database aborted the group's transaction for a conflict (rolled back): run it
     again."""
 
-    def __init__(self, cause: BaseException) -> None:
+    def __init__(self, cause: Conflict) -> None:
         super().__init__(str(cause))
         self.cause = cause
 
@@ -367,8 +369,14 @@ def _log_failure(future: asyncio.Future[Any]) -> None:
         log.error("a background write failed", exc_info=future.exception())
 
 
+def _as_sqew(exc: BaseException) -> errors.SqewError:
+    """``exc`` as a caller sees it: a ``SqewError`` as it is (the backend raised driver errors
+    as theirs), anything else (a bug) as ``InternalError``."""
+    return exc if isinstance(exc, errors.SqewError) else errors.InternalError()
+
+
 def _fail(group: list[Item], exc: BaseException) -> None:
-    err = translate(exc) if not isinstance(exc, errors.SqewError) else exc
+    err = _as_sqew(exc)
     if isinstance(err, errors.InternalError):
         log.error("group commit failed", exc_info=exc)
     for _, future in group:

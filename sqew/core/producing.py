@@ -1,9 +1,11 @@
 """Producing: the enqueue operation (validation, idempotency, quotas, rows).
 
 A plain enqueue (no idempotency key) finds and counts its queue and inserts its rows through
-``Tx.enqueue_plain`` (two statements on SQLite, one on PostgreSQL); plain enqueues to one
-queue in one group commit merge into one such call. Each request is still validated, checked
-against its queue's HMAC secret, admitted by the quotas and failed on its own.
+``Tx.enqueue_by_name`` (two statements on SQLite, one on PostgreSQL); plain enqueues to one
+queue in one group commit merge into one such call. Alone, a plain enqueue to a queue without
+quotas tries the backend's fast path first (``Enqueue.fast``). Each request is still
+validated, checked against its queue's HMAC secret, admitted by the quotas and failed on its
+own.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from sqew import errors, models
-from sqew.backends.base import NewMessage, QueueLimits, QueueRow, Tx
+from sqew.backends.base import MISSED, FastPaths, Missed, NewMessage, QueueLimits, QueueRow, Tx
 from sqew.core import rules, signing
 from sqew.core.delivering import queue_row
 from sqew.core.writer import Op, Outcome
@@ -38,7 +40,7 @@ class Enqueue(Op[Results]):
     caller that is not checked (see ``QueueService.enqueue``).
     """
 
-    __slots__ = ("keyed", "locks_first", "messages", "notify", "proof", "queue")
+    __slots__ = ("has_fast", "keyed", "locks_first", "messages", "notify", "proof", "queue")
 
     def __init__(
         self, queue: str, messages: Sequence[models.MessageIn],
@@ -51,10 +53,25 @@ class Enqueue(Op[Results]):
         self.keyed = any(m.idempotency_key is not None for m in messages)
         self.notify = (queue,)
         self.locks_first = not self.keyed  # ``reserve`` writes the queue's row first
+        # A DLQ's enqueue reads its queue's settings too: in a transaction.
+        self.has_fast = not self.keyed and not rules.is_dlq(queue)
 
     def key(self) -> Hashable | None:
         # Keyed enqueues look their keys up one by one: they run alone.
         return None if self.keyed else ("enqueue", self.queue)
+
+    def fast(self, paths: FastPaths, now: int) -> Results | Missed:
+        """On the queue's settings as the backend has them cached; ``MISSED`` (nothing
+        written) where they are not current, or would refuse a message."""
+        def rows_for(q: QueueLimits) -> list[NewMessage]:
+            if self.proof is not None and q.hmac_secret is not None:
+                signing.verify(q.hmac_secret, self.proof, now, self.queue)
+            return [_row(q, m, i, now) for i, m in enumerate(self.messages)]
+
+        ids = paths.enqueue(self.queue, len(self.messages), rows_for)
+        if ids is MISSED:
+            return MISSED
+        return [models.EnqueueResult(i, False) for i in ids]
 
     def run(self, tx: Tx, now: int) -> Results:
         if self.keyed:  # duplicates are found inside: count after
@@ -68,7 +85,7 @@ class Enqueue(Op[Results]):
             admit(tx, q, len(rows), q.depth - len(rows), now)
             return rows
 
-        ids = tx.enqueue_plain(self.queue, len(self.messages), rows_for)
+        ids = tx.enqueue_by_name(self.queue, len(self.messages), rows_for)
         if ids is None:
             raise errors.queue_not_found(self.queue)
         return [models.EnqueueResult(i, False) for i in ids]
@@ -122,7 +139,7 @@ class Enqueue(Op[Results]):
             return rows
 
         total = sum(len(p.messages) for p in parts)
-        ids = tx.enqueue_plain(queue, total, rows_for)
+        ids = tx.enqueue_by_name(queue, total, rows_for)
         if ids is None:
             raise errors.queue_not_found(queue)
         if quotas:
@@ -236,7 +253,7 @@ def _row(q: QueueRow | QueueLimits, m: models.MessageIn, index: int, now: int) -
             f"message {index}: delay_ms ({m.delay_ms}) {must}",
             details=[{"field": "delay_ms", "message": must, "index": index}],
         )
-    return (
+    return NewMessage(
         q.id, payload.decode(), m.priority,
         _encode(m.attributes).decode() if m.attributes else None,
         now, now + m.delay_ms, now + ttl, q.lifo, m.traceparent, m.tracestate,

@@ -30,13 +30,13 @@ from sqew.core import administering as admin
 from sqew.core import (
     delivering,
     keys,
+    long_poll,
     maintenance,
     pressure,
     producing,
     signing,
     views,
-    waiting,
-    writers,
+    writer_choice,
 )
 from sqew.core.clock import Clock
 from sqew.core.rules import check_range
@@ -93,7 +93,7 @@ class QueueService:
         """The overload state (a server's group commit with ``backpressure``), else None."""
         if group_commit and backpressure is not None:
             self.pressure = pressure.Pressure(backpressure)
-        self._direct, self._writer = writers.choose(
+        self._direct, self._writer = writer_choice.choose(
             backend, self.clock, self.waiter, group_commit=group_commit, offload=offload,
             observer=observer, tracer=tracer, pressure=self.pressure)
         # How a read runs in a span (``TracedService`` sets it); None: untraced.
@@ -219,7 +219,7 @@ class QueueService:
         lead = self._reap_lead()
         if lead is not None:
             await self._reap(lead)
-        return await waiting.long_poll(
+        return await long_poll.long_poll(
             self._writer, self.waiter, self.clock, queue, batch, wait_ms, visibility_ms, gone
         )
 

@@ -2,7 +2,9 @@
 
 Every state change of the service is an ``Op``: a unit that runs alone in a transaction, or
 merged with others of its kind (same ``key``) in one group commit. Each operation's rules are
-written once, in its ``run``/``run_merged``; which writer runs it is chosen when the service is
+written once, in its ``run``/``run_merged``; an operation that runs alone may also have a fast
+variant (``fast``: a transaction of one statement, where the backend offers one), which the
+writer tries first. Which writer runs it is chosen when the service is
 built (``DirectWriter`` for the CLI and the embedded Client, ``sqew.core.group_commit`` for a
 server), never by a transport. The writer reads the clock *inside* the transaction, after the
 write lock was taken, and hands that ``now`` to the operation: a time read before waiting for a
@@ -20,8 +22,8 @@ from concurrent.futures import Executor
 from typing import Any, Generic, TypeVar
 
 from sqew import errors
-from sqew.backends.base import Backend, Tx, Waiter
-from sqew.backends.errors import is_conflict
+from sqew.backends.base import MISSED, Backend, FastPaths, Missed, Tx, Waiter
+from sqew.backends.errors import Conflict
 from sqew.core import rules
 from sqew.core.clock import Clock
 
@@ -29,7 +31,9 @@ R = TypeVar("R")
 T = TypeVar("T")
 log = logging.getLogger("sqew.writer")
 CONFLICT_ATTEMPTS = 3
-"""Runs of an operation whose transaction the database aborted for a conflict (deadlock)."""
+"""The writers' one retry policy: an operation (a group) whose transaction the database aborted
+for a conflict with another (``Conflict``: a deadlock) runs again at once, up to this many runs
+in all; then the caller gets the ``Conflict`` (``Unavailable``, 503)."""
 
 Outcome = tuple[bool, Any]
 """One operation's result in a merged run: ``(True, value)`` or ``(False, SqewError)``."""
@@ -43,12 +47,20 @@ class Op(abc.ABC, Generic[R]):
     (then a transaction of its own needs no ``Tx.lock_queues`` first).
     ``gives_back``: whether ``give_back`` undoes anything (a claim): a group commit asks it of
     the operations whose callers left while their transaction ran.
+    ``has_fast``: whether ``fast`` may do the operation (else the writer does not ask).
     """
 
     __slots__ = ()
     notify: tuple[str, ...] = ()
     locks_first = False
     gives_back = False
+    has_fast = False
+
+    def fast(self, paths: FastPaths, now: int) -> R | Missed:
+        """The operation as one of the backend's fast paths (a transaction of one statement)
+        at time ``now``, when a writer runs it alone: its result, or ``MISSED`` where nothing
+        was written and it must run as usual (``run``, in a transaction). Default: MISSED."""
+        return MISSED
 
     def caller_gone(self) -> bool:
         """Whether the caller has gone and will read no result (a poll whose client
@@ -132,6 +144,7 @@ class DirectWriter(Writer):
         observer: WriteObserver = NO_OBSERVER,
     ) -> None:
         self._backend = backend
+        self._fast = backend.fast_paths()
         self._clock = clock
         self._waiter = waiter
         self._observer = observer
@@ -156,20 +169,22 @@ class DirectWriter(Writer):
         A transaction the database aborted because it conflicted with another (PostgreSQL's
         deadlock detection, say) runs again, up to ``CONFLICT_ATTEMPTS`` times in all.
         """
-        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+        for _ in range(CONFLICT_ATTEMPTS - 1):
             try:
                 return self._run_once(op)
-            except errors.SqewError as exc:
-                if attempt == CONFLICT_ATTEMPTS or exc.__cause__ is None or not is_conflict(
-                    exc.__cause__
-                ):
-                    raise
+            except Conflict:
                 log.info("a write conflicted with another transaction; running it again")
-        raise AssertionError("unreachable")
+        return self._run_once(op)
 
     def _run_once(self, op: Op[R]) -> R:
         start = time.perf_counter()
         try:
+            if op.has_fast and self._fast is not None:
+                done = op.fast(self._fast, self._clock())
+                if done is not MISSED:
+                    if op.notify:  # (its statement told other processes' waiters)
+                        self._waiter.changed(op.notify)
+                    return done
             with self._backend.write() as tx:
                 if not op.locks_first:
                     tx.lock_queues(op.queues())

@@ -174,12 +174,12 @@ def every_statement(calls: Calls) -> None:
     assert tx.reap_archive(qid, now, 10) == 0
     assert not tx.delete_message(qid, a.id)
     assert tx.purge(qid) == 0
-    assert tx.enqueue_plain("none", 1, lambda limits: []) is None
+    assert tx.enqueue_by_name("none", 1, lambda limits: []) is None
     assert tx.claim_by_name("none", now, 1, None) is None
     assert tx.ack_by_name("none", [(1, "t")], now) is None
     depth = tx.get_queue("q").depth
     row = (qid, '"n"', 0, None, now, now, now + 10_000, False, None, None)
-    (new_id,) = tx.enqueue_plain("q", 2, lambda limits: [row])  # one refused: not counted
+    (new_id,) = tx.enqueue_by_name("q", 2, lambda limits: [row])  # one refused: not counted
     assert tx.get_queue("q").depth == depth + 1
     got_q, (m,) = tx.claim_by_name("q", now, 5, 7)
     assert (got_q.id, m.id, m.lease_expires_at) == (qid, new_id, now + 7)

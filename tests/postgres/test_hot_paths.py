@@ -1,7 +1,7 @@
-"""The hot paths on PostgreSQL (``sqew.backends.postgres.hot``): an enqueue, a poll and an ack
-of an embedded Client are one statement each, a transaction of their own; the queue limits an
-enqueue keeps from an earlier one never outlive a change made by another process; an ack
-answers item by item as one ack at a time would."""
+"""The by-name writes on PostgreSQL (``sqew.backends.postgres.by_name``, ``fast``): an enqueue,
+a poll and an ack of an embedded Client are one statement each, a transaction of their own;
+the queue settings an enqueue keeps from an earlier one never outlive a change made by another
+process; an ack answers item by item as one ack at a time would."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ import pytest
 import sqew
 from sqew import errors, models
 from sqew.backends import open_backend
-from sqew.backends.postgres import connection, hot
+from sqew.backends.postgres import by_name, connection, statements
+from sqew.backends.rows import NewMessage
 from sqew.core import signing
 from sqew.core.service import QueueService
 
@@ -274,7 +275,7 @@ def test_polls_of_one_past_a_draw_of_tokens_each_lease_under_a_token_of_their_ow
     # A connection's polls of one take their tokens from TOKENS_AHEAD drawn at once: across
     # two draws and two processes, every lease has its own, and only its own token acks it.
     a, b = two
-    count = 2 * hot.TOKENS_AHEAD + 8
+    count = 2 * by_name.TOKENS_AHEAD + 8
     a.create_queue("q")
     for start in range(0, count, 100):
         a.enqueue_batch("q", [{"payload": i} for i in range(start, min(start + 100, count))])
@@ -295,7 +296,7 @@ def test_polls_of_one_past_a_draw_of_tokens_each_lease_under_a_token_of_their_ow
 
 
 def test_claims_and_acks_of_more_than_pair_by_position_allows(pg_url: str) -> None:
-    count = hot.BY_POSITION_MAX + 20
+    count = statements.BY_POSITION_MAX + 20
     backend = open_backend(pg_url)
     client = sqew.LocalClient(pg_url)
     try:
@@ -360,3 +361,23 @@ def test_a_poll_that_sweeps_ended_leases_signs_with_the_queues_secret(
     assert [x.id for x in again] == [m.id] and again[0].attempts == 2
     assert sqew.verify_signature(again[0], "t" * 32)
     assert not sqew.verify_signature(again[0], "s" * 32)
+
+
+def test_a_by_name_write_is_part_of_its_transaction(pg_url: str) -> None:
+    # Every method of a Tx runs in its transaction: an enqueue by name, even on the settings
+    # the backend has cached (one statement), is rolled back with the rest.
+    backend = open_backend(pg_url)
+    service = QueueService(backend, reap_interval_ms=3_600_000)
+    try:
+        asyncio.run(service.create_queue(models.QueueCreate(name="q")))
+        asyncio.run(service.enqueue("q", [models.MessageIn(payload=b"1")]))  # (cached now)
+        now = backend.clock()
+        with pytest.raises(RuntimeError), backend.write() as tx:
+            ids = tx.enqueue_by_name("q", 1, lambda q: [NewMessage(
+                q.id, "2", 0, None, now, now, now + 60_000, False, None, None)])
+            assert ids
+            raise RuntimeError("the operation fails after its enqueue")
+        stats = asyncio.run(service.stats("q"))
+        assert (stats.enqueued_total, stats.ready) == (1, 1)
+    finally:
+        service.close()

@@ -1,4 +1,4 @@
-"""The kept connection of a PostgreSQL backend (``sqew.backends.postgres.transactions``): one
+"""The kept connection of a PostgreSQL backend (``sqew.backends.postgres.tx_pool``): one
 transaction object, with its connection and cursor, kept out of the pool between transactions.
 A Client carries on when the server ends it, threads sharing a Client never share it at once,
 the clock's refresh uses it when it is free, a closed Client refuses calls, and a large answer

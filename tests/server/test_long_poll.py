@@ -34,7 +34,7 @@ import httpx
 import pytest
 
 import sqew
-from sqew.backends.waiting import InProcessWaiter
+from sqew.backends.wakeups import InProcessWaiter
 from sqew.core.clock import system_clock
 from sqew.server.app import begin_shutdown
 

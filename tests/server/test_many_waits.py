@@ -20,7 +20,7 @@ import httpx
 import psutil
 
 import sqew
-from sqew.backends.waiting import InProcessWaiter
+from sqew.backends.wakeups import InProcessWaiter
 
 from .support import START_S
 

@@ -2,9 +2,9 @@
 processes (``sqew serve`` replicas, CLIs, embedded Clients).
 
 Transactions run on connections of a pool (``psycopg_pool``; limits in ``connection``), one of
-which is kept out of it between transactions for the next one (``transactions``), in
-autocommit mode with an explicit ``BEGIN``, sent with the first statement (a transaction of
-one operation whose only write is a hot path's statement needs none: ``PostgresTx``). Writes
+which is kept out of it between transactions for the next one (``tx_pool``), in autocommit
+mode with an explicit ``BEGIN``, sent with the first statement. The fast paths (``fast``) send
+one statement without ``BEGIN``: a transaction of its own. Writes
 run at READ COMMITTED (claims lock their rows ``FOR UPDATE SKIP LOCKED``; enqueues, acks and
 nacks lock their queue's row, so the counters and quotas of one queue change one transaction
 at a time), reads in a REPEATABLE READ READ ONLY snapshot. A statement's failure aborts the
@@ -29,12 +29,13 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from sqew import errors, locations
-from sqew.backends.base import Backend, Lead, Tx, Waiter, WriteSession
-from sqew.backends.errors import translate
+from sqew.backends.base import Backend, FastPaths, Lead, Tx, Waiter, WriteSession
+from sqew.backends.errors import driver_errors, translate
 from sqew.backends.postgres import connection, server_clock
-from sqew.backends.postgres.hot import Limits
+from sqew.backends.postgres.by_name import QueueCache
+from sqew.backends.postgres.fast import PostgresFast
 from sqew.backends.postgres.session import PostgresWriteSession
-from sqew.backends.postgres.transactions import Transaction, Transactions
+from sqew.backends.postgres.tx_pool import TxPool, TxScope
 from sqew.backends.postgres.waiter import PostgresWaiter
 from sqew.backends.revisions import SCHEMA_HEAD, check_known
 
@@ -76,7 +77,7 @@ class PostgresBackend(Backend):
             raise errors.ValidationError(f"not a valid PostgreSQL URL: '{self.shown}'") from None
         self._trace = trace
         self._origin = secrets.token_hex(8)  # this process's mark on its notifications
-        self._limits = Limits()  # what the hot paths remember of the queues (PostgresHot)
+        self._cache = QueueCache()  # what the by-name writes assume of the queues
         self._closed = False
         self._prepare(upgrade, create)
         self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
@@ -89,12 +90,13 @@ class PostgresBackend(Backend):
             # Waits for its first connection: a call made before it was ready would make the
             # pool open a second one, and a pool hands its connections out in turn (the one
             # idle longest first), so a one-thread Client would alternate between two server
-            # processes for the next ten minutes (``max_idle``), some 5 µs an operation.
+            # processes for the next ten minutes (``max_idle``), each a cache to warm again.
             self._pool.open(wait=True, timeout=connection.POOL_TIMEOUT_S)
         except PoolTimeout:  # (the pool closed itself)
             raise errors.Unavailable(
                 f"cannot open database '{self.shown}': no connection could be made") from None
-        self._txs = Transactions(self._pool, self._origin, self._limits)
+        self._txs = TxPool(self._pool, self._origin, self._cache)
+        self._fast = PostgresFast(self._txs)
         self.clock.start(self._txs.connection)
 
     # --- opening --------------------------------------------------------------------------------
@@ -151,37 +153,31 @@ class PostgresBackend(Backend):
     # A transaction's ``BEGIN`` goes out with its first statement (``PostgresTx.start``), so a
     # transaction costs no round trip of its own.
     def write(self) -> AbstractContextManager[Tx]:
-        return Transaction(self._txs, "BEGIN", True)  # (the writers run one op in it)
+        return TxScope(self._txs, "BEGIN")
 
     def read(self) -> AbstractContextManager[Tx]:
-        return Transaction(self._txs, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", False)
+        return TxScope(self._txs, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+
+    def fast_paths(self) -> FastPaths:
+        return self._fast
 
     def write_session(self) -> WriteSession:
-        return PostgresWriteSession(self._connect, self._origin, self._limits)
+        return PostgresWriteSession(self._connect, self._origin, self._cache)
 
     def waiter(self) -> Waiter:
         return PostgresWaiter(self._connect, self._origin)
 
     def maintain(self) -> None:
-        try:
-            with self._txs.connection() as conn:
-                conn.execute("VACUUM (ANALYZE) messages, dedup, archive, queues")
-        except psycopg.Error as exc:
-            raise translate(exc) from exc
+        with driver_errors(), self._txs.connection() as conn:
+            conn.execute("VACUUM (ANALYZE) messages, dedup, archive, queues")
 
     def ping(self) -> None:
-        try:
-            with self._txs.connection() as conn:
-                conn.execute("SELECT 1").fetchone()
-        except psycopg.Error as exc:
-            raise translate(exc) from exc
+        with driver_errors(), self._txs.connection() as conn:
+            conn.execute("SELECT 1").fetchone()
 
     def schema_revision(self) -> str | None:
-        try:
-            with self._txs.connection() as conn:
-                return _schema_revision(conn)
-        except psycopg.Error as exc:
-            raise translate(exc) from exc
+        with driver_errors(), self._txs.connection() as conn:
+            return _schema_revision(conn)
 
     @property
     def schema_head(self) -> str:
@@ -197,15 +193,14 @@ class PostgresBackend(Backend):
         """An advisory lock (``pg_try_advisory_lock``) on a connection of its own, held while
         leading: the lock ends with that connection, so a replica that dies or loses the
         database hands the role over by itself."""
-        try:
+        with driver_errors():
             conn = self._connect()
-        except psycopg.Error as exc:
-            raise translate(exc) from exc
-        try:
-            got = conn.execute("SELECT pg_try_advisory_lock(%s)", (lock_key(role),)).fetchone()
-        except psycopg.Error as exc:
-            conn.close()
-            raise translate(exc) from exc
+            try:
+                got = conn.execute("SELECT pg_try_advisory_lock(%s)",
+                                   (lock_key(role),)).fetchone()
+            except BaseException:
+                conn.close()
+                raise
         if not got or not got[0]:
             conn.close()
             return None

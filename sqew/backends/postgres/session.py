@@ -17,8 +17,8 @@ import psycopg
 
 from sqew import errors
 from sqew.backends.base import Offload, WriteSession
-from sqew.backends.errors import translate
-from sqew.backends.postgres.hot import Limits
+from sqew.backends.errors import driver_errors
+from sqew.backends.postgres.by_name import QueueCache
 from sqew.backends.postgres.tx import PostgresTx
 
 
@@ -28,25 +28,23 @@ class PostgresWriteSession(WriteSession):
     Args:
         connect: opens a new connection (autocommit mode).
         origin: this process's mark on its notifications (``PostgresTx``).
-        limits: what the backend's hot paths remember of its queues (``PostgresTx``).
+        cache: what the backend's by-name writes assume of its queues (``PostgresTx``).
     """
 
     def __init__(self, connect: Callable[[], psycopg.Connection[Any]], origin: str,
-                 limits: Limits) -> None:
+                 cache: QueueCache) -> None:
         self._connect = connect
         self._origin = origin
-        self._limits = limits
+        self._cache = cache
         self._conn: psycopg.Connection[Any] | None = None
         self._closed = False
         self.tx: PostgresTx = self._open()
 
     def _open(self) -> PostgresTx:
-        try:
+        with driver_errors():
             conn = self._connect()
-        except psycopg.Error as exc:
-            raise translate(exc) from exc
         self._conn = conn
-        self.tx = PostgresTx(conn, self._origin, self._limits)
+        self.tx = PostgresTx(conn, self._origin, self._cache)
         return self.tx
 
     async def begin(self, offload: Offload) -> None:
@@ -69,18 +67,17 @@ class PostgresWriteSession(WriteSession):
 
     def commit_now(self) -> None:
         """Commit the open transaction, its notifications in the same round trip (blocking)."""
-        try:
-            self.tx.commit()
-        except psycopg.Error as exc:
-            with contextlib.suppress(psycopg.Error):
-                self.tx.rollback()
-            raise translate(exc) from exc
+        with driver_errors():
+            try:
+                self.tx.commit()
+            except psycopg.Error:
+                with contextlib.suppress(psycopg.Error):
+                    self.tx.rollback()
+                raise
 
     def rollback(self) -> None:
-        try:
+        with driver_errors():
             self.tx.rollback()
-        except psycopg.Error as exc:
-            raise translate(exc) from exc
 
     @property
     def in_transaction(self) -> bool:

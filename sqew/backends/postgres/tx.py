@@ -1,5 +1,5 @@
-"""``PostgresTx``: the PostgreSQL values of the dialect hooks of ``SqlTx``, and its faster
-statements."""
+"""``PostgresTx``: ``SqlTx`` on PostgreSQL, overriding what differs (statements from
+``statements``, the by-name writes from ``by_name``)."""
 
 from __future__ import annotations
 
@@ -10,60 +10,21 @@ from typing import Any
 from psycopg.pq import TransactionStatus
 
 from sqew import errors
-from sqew.backends.base import NewMessage
+from sqew.backends.base import MISSED, ClaimQueue, MessageRow, NewMessage
+from sqew.backends.columns import INSERTED
 from sqew.backends.paramstyle import PyformatConnection
-from sqew.backends.postgres.connection import CHANNEL, KEPT_MAX_S, EndWatch
-from sqew.backends.postgres.hot import Limits, PostgresHot
+from sqew.backends.postgres import by_name
+from sqew.backends.postgres import statements as sql
+from sqew.backends.postgres.by_name import QueueCache, RowsFor
+from sqew.backends.postgres.connection import KEPT_MAX_S, EndWatch
 from sqew.backends.sql import SqlTx
 
 _OPEN = (TransactionStatus.INTRANS, TransactionStatus.INERROR)
 LARGE_ANSWER = 1 << 20
 """Payload bytes of a claim's answer past which its cursor is replaced (``drop_large_answer``)."""
 
-# One statement for any number of messages: the rows travel as one array per column (a
-# statement of one shape, prepared once, where a multi-row VALUES list has a shape per size).
-_INSERT_MANY = (
-    "INSERT INTO messages (queue_id, payload, priority, attributes, attempts, enqueued_at, "
-    "available_at, expires_at, lifo, traceparent, tracestate) "
-    "SELECT q, p, pr, a, 0, e, av, x, l, tp, ts FROM unnest("
-    "CAST(:q AS BIGINT[]), CAST(:p AS TEXT[]), CAST(:pr AS INT[]), CAST(:a AS TEXT[]), "
-    "CAST(:e AS BIGINT[]), CAST(:av AS BIGINT[]), CAST(:x AS BIGINT[]), "
-    "CAST(:l AS BOOLEAN[]), CAST(:tp AS TEXT[]), CAST(:ts AS TEXT[])) "
-    "AS r(q, p, pr, a, e, av, x, l, tp, ts) RETURNING id"
-)
-_INSERT_ONE = (
-    "INSERT INTO messages (queue_id, payload, priority, attributes, attempts, enqueued_at, "
-    "available_at, expires_at, lifo, traceparent, tracestate) "
-    "VALUES (:q, :p, :pr, :a, 0, :e, :av, :x, :l, :tp, :ts) RETURNING id"
-)
-_COLUMNS = ("q", "p", "pr", "a", "e", "av", "x", "l", "tp", "ts")
 
-
-_NOTIFY = (
-    f"SELECT pg_notify('{CHANNEL}', %(origin)s || ' ' || q) "
-    "FROM unnest(CAST(%(qs)s AS TEXT[])) AS q"
-)
-
-
-_LOCK_ALL = "SELECT id FROM queues ORDER BY id FOR NO KEY UPDATE"
-_LOCK_NAMED = (
-    "SELECT id FROM queues WHERE name = ANY(CAST(:names AS TEXT[])) ORDER BY id "
-    "FOR NO KEY UPDATE"
-)
-
-
-# Every lease of a keep-alive in one statement: the items travel as one array per column. The
-# ids are the index condition; the unary `+` keeps the planner off the indexes that lead with
-# queue_id (see ``hot``'s ack).
-_EXTEND = (
-    "UPDATE messages m SET lease_expires_at = v.until FROM unnest(CAST(:ids AS BIGINT[]), "
-    "CAST(:tokens AS TEXT[]), CAST(:untils AS BIGINT[])) AS v(id, token, until) "
-    "WHERE m.id = v.id AND m.token = v.token AND +m.queue_id = :q RETURNING m.id, m.token"
-)
-_THERE = "SELECT id FROM messages WHERE id = ANY(CAST(:ids AS BIGINT[])) AND +queue_id = :q"
-
-
-class _Statements(PyformatConnection):
+class _DeferredBegin(PyformatConnection):
     """``PyformatConnection`` that sends a pending ``BEGIN`` in one round trip with the
     transaction's first statement (psycopg's pipeline mode)."""
 
@@ -72,7 +33,7 @@ class _Statements(PyformatConnection):
         self.begin: str | None = None
 
     def execute(self, sql: str, params: Any = None) -> Any:
-        return self._after_begin(lambda: super(_Statements, self).execute(sql, params))
+        return self._after_begin(lambda: super(_DeferredBegin, self).execute(sql, params))
 
     def execute_pyformat(self, sql: str, params: Any, cursor: Any) -> Any:
         """``execute`` of a statement written with ``%(name)s`` parameters already, on
@@ -95,68 +56,80 @@ class _Statements(PyformatConnection):
         return super().executemany(sql, rows)
 
 
-class PostgresTx(PostgresHot, SqlTx):
+class PostgresTx(SqlTx):
     """``SqlTx`` on a psycopg connection (autocommit mode, inside a ``BEGIN``).
 
     The hooks' defaults are PostgreSQL's already (``TRUE``/``FALSE``, a token from
     ``gen_random_uuid()``, claims ``FOR UPDATE SKIP LOCKED``); psycopg takes ``%(name)s``.
     Round trips are saved at both ends of a transaction: ``start`` leaves ``BEGIN`` to go out
-    with the first statement, and ``commit`` sends the notifications with ``COMMIT``. In a
-    transaction of one operation (``solo``), a hot path's statement sent first goes without
-    ``BEGIN``: a transaction by itself, one round trip (``PostgresHot``).
+    with the first statement, and ``commit`` sends the notifications with ``COMMIT``. The
+    by-name writes are one statement each (``by_name``), falling back on ``SqlTx``'s.
+
+    Between transactions the object (its connection, cursor and tokens) may serve the fast
+    paths (``PostgresFast``), whose statements go out alone, outside any transaction.
     """
 
     PARAMSTYLE = "pyformat"
 
-    def __init__(self, conn: Any, origin: str, limits: Limits, *, solo: bool = False) -> None:
+    def __init__(self, conn: Any, origin: str, cache: QueueCache) -> None:
         """``origin``: the sending process's mark on its notifications (its own waiter has
-        woken its waits already and skips them); ``limits``: what the backend's hot paths
-        remember of its queues; ``solo``: the transaction runs one operation
-        (``Backend.write``), not a group commit's many."""
+        woken its waits already and skips them); ``cache``: what the backend's by-name
+        writes assume of its queues."""
         super().__init__(conn)
         self.conn = conn
         self.origin = origin
-        self.limits = limits
-        self.solo = solo
-        self.c: _Statements = _Statements(conn)
+        self.cache = cache
+        self.c: _DeferredBegin = _DeferredBegin(conn)
         self._notify: set[str] = set()
-        self.notified: set[str] = set()
-        """Queues whose notification a statement that ran alone committed already."""
-        self.ran_alone = False
         self.tokens_ahead: list[str] = []
-        """Lease tokens drawn ahead for this object's claims (``PostgresHot``)."""
+        """Lease tokens drawn ahead for this object's claims of one (``by_name.claim``)."""
         self.cur = conn.cursor()
-        """The hot paths' cursor (``_solo``): one for all their statements, whose answers
-        are read at once. A fresh cursor would look every parameter's type up again."""
+        """The by-name writes' cursor: one for all their statements, whose answers are read
+        at once. A fresh cursor would look every parameter's type up again."""
         self.closed_by_server = EndWatch(conn)
-        """Whether the server ended the connection while it was idle (``Transactions``)."""
+        """Whether the server ended the connection while it was idle (``TxPool``)."""
         self.kept_until = time.monotonic() + KEPT_MAX_S
-        """Until when ``Transactions`` may keep this object between transactions."""
+        """Until when ``TxPool`` may keep this object between transactions."""
 
-    def start(self, begin: str = "BEGIN", *, solo: bool | None = None) -> None:
-        """Open a transaction: ``begin`` is sent with the first statement; ``solo``, if
-        given, says whether it runs one operation (see ``__init__``)."""
-        if solo is not None:
-            self.solo = solo
+    def start(self, begin: str = "BEGIN") -> None:
+        """Open a transaction: ``begin`` is sent with the first statement."""
         self._notify.clear()
-        self.notified.clear()
         self.c.begin = begin
 
     def drop_large_answer(self, size: int) -> None:
-        """Let go of the hot cursor's last answer if its payloads came to ``LARGE_ANSWER``
-        bytes or more (``size``): a cursor holds its answer until its next statement, which a
-        kept transaction object may wait long for. A fresh cursor replaces it."""
+        """Let go of the cursor's last answer if its payloads came to ``LARGE_ANSWER`` bytes
+        or more (``size``): a cursor holds its answer until its next statement, which a kept
+        transaction object may wait long for. A fresh cursor replaces it."""
         if size >= LARGE_ANSWER:
             self.cur = self.conn.cursor()
 
-    def _solo(self, sql: str, params: dict[str, Any]) -> Any:
-        """Run a hot path's statement (``%(name)s`` parameters): as a transaction of its own
-        when it is the first of a ``solo`` transaction (``BEGIN`` then goes out with the next
-        statement, if any; ``ran_alone`` says which), in the open transaction otherwise."""
-        self.ran_alone = self.solo and self.c.begin is not None
-        if self.ran_alone:
-            return self.cur.execute(sql, params)
-        return self.c.execute_pyformat(sql, params, self.cur)
+    def _send(self, statement: str, params: dict[str, Any]) -> Any:
+        """A by-name write's statement (``%(name)s`` parameters) in this transaction, on the
+        object's cursor."""
+        return self.c.execute_pyformat(statement, params, self.cur)
+
+    # --- by name: one statement each (``by_name``), else ``SqlTx``'s composition -------------
+    def enqueue_by_name(self, name: str, count: int, rows_for: RowsFor) -> list[int] | None:
+        ids = by_name.enqueue(self, self._send, name, count, rows_for)
+        if ids is not MISSED:
+            return ids
+        return super().enqueue_by_name(name, count, self.cache.remembering(rows_for))
+
+    def claim_by_name(
+        self, name: str, now: int, limit: int, visibility_ms: int | None
+    ) -> tuple[ClaimQueue, list[MessageRow] | None] | None:
+        found = by_name.claim(self, self._send, name, now, limit, visibility_ms)
+        if found is not MISSED:
+            return found
+        return super().claim_by_name(name, now, limit, visibility_ms)
+
+    def ack_by_name(
+        self, name: str, items: Sequence[tuple[int, str]], now: int
+    ) -> list[bool | None] | None:
+        found = by_name.ack(self, self._send, name, items, now)
+        if found is not MISSED:
+            return found
+        return super().ack_by_name(name, items, now)
 
     @property
     def open(self) -> bool:
@@ -180,18 +153,18 @@ class PostgresTx(PostgresHot, SqlTx):
         reported, never "committed" (PostgreSQL would answer its COMMIT with a rollback)."""
         queues: list[str] = []
         if self._notify:
-            queues, self._notify = sorted(self._notify - self.notified), set()
-        if self.c.begin is not None:  # nothing was sent (or a solo statement committed)
+            queues, self._notify = sorted(self._notify), set()
+        if self.c.begin is not None:  # nothing was sent: nothing to commit
             self.c.begin = None
             if queues:
-                self.conn.execute(_NOTIFY, {"origin": self.origin, "qs": queues})
+                self.conn.execute(sql.NOTIFY, {"origin": self.origin, "qs": queues})
             return
         if self.conn.info.transaction_status == TransactionStatus.INERROR:
             self.rollback()
             raise errors.InternalError("a statement of the transaction failed")
         with self.conn.pipeline():
             if queues:
-                self.conn.execute(_NOTIFY, {"origin": self.origin, "qs": queues})
+                self.conn.execute(sql.NOTIFY, {"origin": self.origin, "qs": queues})
             self.conn.execute("COMMIT")
 
     def rollback(self) -> None:
@@ -206,42 +179,38 @@ class PostgresTx(PostgresHot, SqlTx):
         messages' foreign-key checks alone), taken in id order: ``ORDER BY`` runs before the
         rows are locked."""
         if names is None:
-            self.c.execute(_LOCK_ALL)
+            self.c.execute(sql.LOCK_ALL)
             return
         wanted = sorted(set(names))
         if wanted:
-            self.c.execute(_LOCK_NAMED, {"names": wanted})
+            self.c.execute(sql.LOCK_NAMED, {"names": wanted})
 
     def insert_messages(self, rows: Sequence[NewMessage]) -> list[int]:
         """One statement whatever the count; the ids sorted (a sequence draws them in the
         order of the rows, as the neutral statement relies on too)."""
         if len(rows) == 1:
-            return [int(self._one(_INSERT_ONE, dict(zip(_COLUMNS, rows[0], strict=True)))[0])]
+            return [int(self._one(sql.INSERT_ONE, rows[0]._asdict())[0])]
         columns = zip(*rows, strict=True)
-        params = {col: list(values) for col, values in zip(_COLUMNS, columns, strict=True)}
-        return sorted(int(r[0]) for r in self._all(_INSERT_MANY, params))
+        params = {col: list(values) for col, values in zip(INSERTED, columns, strict=True)}
+        return sorted(int(r[0]) for r in self._all(sql.INSERT_MANY, params))
 
     def extend(self, queue_id: int, items: Sequence[tuple[int, str, int]]) -> list[bool | None]:
         """One statement for every item, and one more for the items that missed, if any.
         (An UPDATE changes a row once: of an item repeated, the last ``until`` is sent.)"""
         last = {(msg_id, token): until for msg_id, token, until in items}
-        done = {(int(i), str(t)) for i, t in self._all(_EXTEND, {
+        done = {(int(i), str(t)) for i, t in self._all(sql.EXTEND, {
             "ids": [i for i, _ in last], "tokens": [t for _, t in last],
             "untils": list(last.values()), "q": queue_id})}
         missed = sorted({i for i, t, _ in items if (i, t) not in done})
         there: set[int] = set()
         if missed:
-            there = {int(r[0]) for r in self._all(_THERE, {"ids": missed, "q": queue_id})}
+            there = {int(r[0]) for r in self._all(sql.THERE, {"ids": missed, "q": queue_id})}
         return [True if (i, t) in done else (False if i in there else None)
                 for i, t, _ in items]
 
     def reap_dedup(self, queue_id: int | None, now: int, limit: int) -> int:
-        """By ``ctid`` (the row's physical address): no key lookup per deleted row. Records an
-        enqueue holds (reusing an expired key) are skipped, not waited for: the reaper locks no
-        queue for this, so waiting could close a cycle with that enqueue."""
+        """By ``ctid`` (the row's physical address): no key lookup per deleted row
+        (``statements.REAP_DEDUP``)."""
         where = "expires_at <= :now" + (" AND queue_id = :q" if queue_id is not None else "")
-        return self._rowcount(
-            "DELETE FROM dedup WHERE ctid = ANY(ARRAY("
-            f"SELECT ctid FROM dedup WHERE {where} LIMIT :n FOR UPDATE SKIP LOCKED))",
-            {"now": now, "q": queue_id, "n": limit},
-        )
+        return self._rowcount(sql.REAP_DEDUP.format(where=where),
+                              {"now": now, "q": queue_id, "n": limit})

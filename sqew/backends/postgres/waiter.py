@@ -30,7 +30,7 @@ from typing import Any
 import psycopg
 
 from sqew.backends.postgres.connection import CHANNEL, CONNECT_TIMEOUT_S
-from sqew.backends.waiting import InProcessWaiter, wake
+from sqew.backends.wakeups import InProcessWaiter, wake
 
 RECONNECT_S = 1.0
 """Pause between attempts to open the listening connection again."""
@@ -56,8 +56,9 @@ class PostgresWaiter(InProcessWaiter):
         self._stop_r, self._stop_w = os.pipe()
 
     def until_listening(self, timeout_s: float) -> bool:
-        """Block until the listening connection is up (tests); False if ``timeout_s`` passed
-        first."""
+        """Observability: block until the listening connection is up (before it, commits of
+        other processes wake nothing here; a poll still finds their messages when it claims or
+        its wait times out); False if ``timeout_s`` passed first."""
         return self._listening.wait(timeout_s)
 
     def _external_mark(self, queue: str) -> object:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from sqew import errors
 from sqew.backends.base import Backend, Lead, Tx, Waiter, WriteSession
-from sqew.backends.errors import translate
+from sqew.backends.errors import driver_errors, translate
 from sqew.backends.revisions import SCHEMA_HEAD, check_known
 from sqew.backends.sqlite import connection, lockfile
 from sqew.backends.sqlite.session import SqliteWriteSession
@@ -155,24 +155,15 @@ class SqliteBackend(Backend):
     @contextmanager
     def _transaction(self, begin: str) -> Iterator[Tx]:
         conn = self._conn()
-        try:
+        with driver_errors():
             conn.execute(begin)
-        except sqlite3.Error as exc:
-            raise translate(exc) from exc
-        try:
-            yield SqliteTx(conn)
-        except BaseException as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.Error):
-                raise translate(exc) from exc
-            raise
-        try:
-            conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise translate(exc) from exc
+            try:
+                yield SqliteTx(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
 
     def write_session(self) -> WriteSession:
         return SqliteWriteSession(self.path, self._connect, durable=self._sync == "FULL")
@@ -192,27 +183,21 @@ class SqliteBackend(Backend):
 
     def maintain(self) -> None:
         conn = self._conn()
-        try:
+        with driver_errors():
             conn.execute("ANALYZE")
             pages = conn.execute("PRAGMA page_count").fetchone()[0]
             free = conn.execute("PRAGMA freelist_count").fetchone()[0]
             if pages and free / pages > 0.25:  # only worth the full rewrite when much is free
                 conn.execute("VACUUM")
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        except sqlite3.Error as exc:
-            raise translate(exc) from exc
 
     def ping(self) -> None:
-        try:
+        with driver_errors():
             self._conn().execute("SELECT 1").fetchone()
-        except sqlite3.Error as exc:
-            raise translate(exc) from exc
 
     def schema_revision(self) -> str | None:
-        try:
+        with driver_errors():
             row = self._conn().execute("SELECT version_num FROM alembic_version").fetchone()
-        except sqlite3.Error as exc:
-            raise translate(exc) from exc
         return None if row is None else str(row[0])
 
     @property

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from sqew import errors
 from sqew.backends.base import Offload, WriteSession
-from sqew.backends.errors import is_busy, translate
+from sqew.backends.errors import driver_errors, is_busy
 from sqew.backends.sqlite import connection
 from sqew.backends.sqlite.checkpoint import WAL_BOUND_PAGES, Checkpointer
 from sqew.backends.sqlite.lockfile import LockFile, lock_path
@@ -83,48 +83,45 @@ class SqliteWriteSession(WriteSession):
             return False
         try:
             self._conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
+        except BaseException as exc:
             self._lock.release()
             if is_busy(exc):
                 return False
-            raise translate(exc) from exc
-        except BaseException:
-            self._lock.release()
-            raise
+            with driver_errors():
+                raise
         return True
 
     def begin_waiting(self) -> None:
         """Begin a write transaction, waiting for the write lock (blocking)."""
         self._lock.acquire(wait=True)
         try:
-            self._conn.execute(f"PRAGMA busy_timeout={connection.BUSY_TIMEOUT_MS}")
-            try:
-                self._conn.execute("BEGIN IMMEDIATE")
-            finally:
-                self._conn.execute("PRAGMA busy_timeout=0")
-        except BaseException as exc:
+            with driver_errors():
+                self._conn.execute(f"PRAGMA busy_timeout={connection.BUSY_TIMEOUT_MS}")
+                try:
+                    self._conn.execute("BEGIN IMMEDIATE")
+                finally:
+                    self._conn.execute("PRAGMA busy_timeout=0")
+        except BaseException:
             self._lock.release()
-            if isinstance(exc, sqlite3.Error):
-                raise translate(exc) from exc
             raise
 
     def commit_now(self) -> None:
         """Commit the open transaction (blocking under durability ``full``)."""
         try:
-            self._conn.execute("COMMIT")
-        except sqlite3.Error as exc:
+            with driver_errors():
+                self._conn.execute("COMMIT")
+        except errors.SqewError:
             self.rollback()
-            raise translate(exc) from exc
+            raise
         finally:
             self._lock.release()
         self._checkpointer.wrote()
 
     def rollback(self) -> None:
         try:
-            if self._conn.in_transaction:
-                self._conn.execute("ROLLBACK")
-        except sqlite3.Error as exc:
-            raise translate(exc) from exc
+            with driver_errors():
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
         finally:
             self._lock.release()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from sqew.backends.base import NewMessage
+from sqew.backends.columns import INSERT_MESSAGES, INSERTED
 from sqew.backends.sql import SqlTx
 
 
@@ -32,11 +33,7 @@ class SqliteTx(SqlTx):
 
     # Positional: sqlite3 binds a tuple faster than a mapping, and executemany over the rows'
     # own tuples needs no conversion (this is the enqueue hot path).
-    _INSERT = (
-        "INSERT INTO messages (queue_id, payload, priority, attributes, attempts, enqueued_at, "
-        "available_at, expires_at, lifo, traceparent, tracestate) "
-        "VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)"
-    )
+    _INSERT = f"{INSERT_MESSAGES} VALUES ({'?, ' * len(INSERTED)}0)"
 
     def insert_messages(self, rows: Sequence[NewMessage]) -> list[int]:
         """One ``executemany``; the ids from the last rowid.

@@ -19,8 +19,8 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from sqew.backends.errors import translate
-from sqew.backends.waiting import InProcessWaiter, wake
+from sqew.backends.errors import driver_errors
+from sqew.backends.wakeups import InProcessWaiter, wake
 
 CHANGE_POLL_S = 0.05
 """How often waits look for commits of other processes."""
@@ -54,10 +54,8 @@ class SqliteWaiter(InProcessWaiter):
     def _external_mark(self, queue: str) -> object:
         # The queue's counter now, read before the poll claims: the watcher wakes the wait
         # when it differs from this (one indexed read per wait).
-        try:
+        with driver_errors():
             return _snapshot(self._connection(), queue)
-        except sqlite3.Error as exc:
-            raise translate(exc) from exc
 
     def _watch(
         self, loop: asyncio.AbstractEventLoop, queue: str, mark: object,

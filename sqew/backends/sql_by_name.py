@@ -1,8 +1,9 @@
-"""The hot paths of ``SqlTx`` (enqueue, claim, ack), composed of its single statements, and
-the claim's undo.
+"""The writes of ``SqlTx`` that find their queue by name (enqueue, claim, ack), composed of
+its single statements, and the claim's undo.
 
 A backend where a round trip costs more than a statement (PostgreSQL) replaces each with one
-statement (``sqew.backends.postgres.hot``); on SQLite, where a statement is a function call,
+statement (``sqew.backends.postgres.by_name``) and falls back on these where that statement's
+assumptions about the queue do not hold; on SQLite, where a statement is a function call,
 these compositions are the fast way.
 """
 
@@ -14,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from sqew.backends.base import ClaimQueue, MessageRow, NewMessage, QueueLimits, QueueRow
 
 
-class HotStatements:
-    """``Tx.enqueue_plain``, ``Tx.claim_by_name`` and ``Tx.ack_by_name`` as sequences of the
+class ByNameStatements:
+    """``Tx.enqueue_by_name``, ``Tx.claim_by_name`` and ``Tx.ack_by_name`` as sequences of the
     contract's own statements: a part of ``SqlTx``."""
 
     if TYPE_CHECKING:
@@ -31,7 +32,7 @@ class HotStatements:
                 now: int) -> bool: ...
         def message_exists(self, queue_id: int, msg_id: int) -> bool: ...
 
-    def enqueue_plain(
+    def enqueue_by_name(
         self, name: str, count: int,
         rows_for: Callable[[QueueLimits], Sequence[NewMessage]],
     ) -> list[int] | None:

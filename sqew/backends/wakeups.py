@@ -5,9 +5,11 @@ commit on the server's loop, a direct transaction on a client's thread) moves it
 generations and resolves the futures of their waits, on each future's own loop. A waiting
 poll costs a future and a dictionary entry, never a thread.
 
-Tests observe the moment a poll is parked: in-process through ``waiting``/``until_waiting``/
-``until_idle``, and from outside a server process through the debug lines on ``sqew.waiter``
-(``long poll waiting on queue 'q'`` / ``long poll on queue 'q' stopped waiting``).
+The moment a poll is parked is public observability: in-process through ``waiting`` (the
+count a server's metrics read), ``until_waiting`` and ``until_idle`` (blocking until that
+count is reached, for code that embeds sqew and must know a poll waits, tests among it), and
+from outside a server process through the debug lines on ``sqew.waiter`` (``long poll waiting
+on queue 'q'`` / ``long poll on queue 'q' stopped waiting``).
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ Mark = tuple[int, object]
 class InProcessWaiter(Waiter):
     """Wakes waits on commits of this process; a backend subclass adds other processes'.
 
-    Subclasses override ``_external_mark`` (taken with every mark) and ``_watch`` (started on
-    a loop while waits are in progress there) to notice commits made elsewhere.
+    Besides the contract, it offers observability (the module docstring): ``until_waiting``
+    and ``until_idle``. Subclasses override ``_external_mark`` (taken with every mark) and
+    ``_watch`` (started on a loop while waits are in progress there) to notice commits made
+    elsewhere.
     """
 
     def __init__(self) -> None:
@@ -81,16 +85,16 @@ class InProcessWaiter(Waiter):
         return len(self._waits.get(queue, ()))
 
     def until_waiting(self, queue: str, count: int, timeout_s: float) -> bool:
-        """Block until at least ``count`` waits on ``queue`` are in progress (tests: the
-        observable moment a long poll is parked); False if ``timeout_s`` passed first."""
+        """Observability: block until at least ``count`` waits on ``queue`` are in progress
+        (the moment a long poll is parked); False if ``timeout_s`` passed first."""
         with self._lock:
             return self._count_changed.wait_for(
                 lambda: len(self._waits.get(queue, ())) >= count, timeout_s
             )
 
     def until_idle(self, queue: str, timeout_s: float) -> bool:
-        """Block until no wait on ``queue`` is in progress (tests: every parked poll of it has
-        stopped waiting); False if ``timeout_s`` passed first."""
+        """Observability: block until no wait on ``queue`` is in progress (every parked poll
+        of it has stopped waiting); False if ``timeout_s`` passed first."""
         with self._lock:
             return self._count_changed.wait_for(
                 lambda: queue not in self._waits, timeout_s

@@ -1,12 +1,12 @@
-"""``Transactions``: where a PostgreSQL backend's transactions run, one kept connection first.
+"""``TxPool``: where a PostgreSQL backend's transactions (and fast paths) run, one kept
+transaction object first; ``TxScope``: one transaction on it.
 
-A transaction used to take a connection from the pool, run its statements on fresh cursors and
-hand the connection back. One transaction object (``PostgresTx``: a connection and the cursor
-of its hot statements) is now kept out of the pool between transactions for the next one: a
-one-thread Client (or the busiest thread of a server) runs every transaction on it, and
-threads working at once take it or one of the pool's. Handing a connection out and back
-through the pool, and a fresh cursor whose adapters look every parameter's type up again, cost
-some 20 µs an operation (a fifth of a single enqueue).
+One transaction object (``PostgresTx``: a connection and the cursor of its by-name writes) is
+kept out of the pool between transactions for the next one: a one-thread Client (or the
+busiest thread of a server) runs every transaction on it, and threads working at once take it
+or one of the pool's. Handing a connection out and back through the pool for each operation,
+and a fresh cursor whose adapters look every parameter's type up again, would cost a
+noticeable part of a single enqueue.
 
 The kept object is checked before each use like the pool's connections (one the server ended
 is replaced); only an idle connection is kept, and after ``connection.KEPT_MAX_S`` it goes back
@@ -26,28 +26,28 @@ from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool
 
 from sqew import errors
-from sqew.backends.errors import translate
+from sqew.backends.errors import driver_errors
 from sqew.backends.postgres import connection
-from sqew.backends.postgres.hot import Limits
+from sqew.backends.postgres.by_name import QueueCache
 from sqew.backends.postgres.tx import PostgresTx
 
 _IDLE = int(TransactionStatus.IDLE)  # (compared as a plain int: no enum lookup per call)
 
 
-class Transactions:
+class TxPool:
     """Hands out a backend's transaction objects and connections.
 
     Args:
         pool: the backend's connection pool (closed by the backend, after ``close``).
         origin: this process's mark on its notifications (``PostgresTx``).
-        limits: what the backend's hot paths remember of its queues (``PostgresTx``).
+        cache: what the backend's by-name writes assume of its queues (``PostgresTx``).
     """
 
     def __init__(self, pool: ConnectionPool[psycopg.Connection[Any]], origin: str,
-                 limits: Limits) -> None:
+                 cache: QueueCache) -> None:
         self._pool = pool
         self._origin = origin
-        self._limits = limits
+        self._cache = cache
         self._kept: list[PostgresTx] = []  # at most one (``take``)
         self._closed = False
 
@@ -76,7 +76,7 @@ class Transactions:
                 return tx
             tx.conn.close()  # (ended by a restart: the pool replaces it)
             self._pool.putconn(tx.conn)
-        return PostgresTx(self._checkout(), self._origin, self._limits)
+        return PostgresTx(self._checkout(), self._origin, self._cache)
 
     def give_back(self, tx: PostgresTx) -> None:
         """Keep ``tx`` for the next transaction if none is kept, it was not kept for
@@ -100,10 +100,8 @@ class Transactions:
         for _ in range(connection.POOL_MAX + 1):
             if self._closed:
                 raise errors.Unavailable("the database is closed")
-            try:
+            with driver_errors():
                 conn = self._pool.getconn()
-            except psycopg.Error as exc:
-                raise translate(exc) from exc
             if not connection.closed_by_server(conn):
                 return conn
             conn.close()
@@ -121,22 +119,21 @@ class Transactions:
             self._pool.putconn(kept.conn)
 
 
-class Transaction:
+class TxScope:
     """A transaction on one of ``source``'s transaction objects, opened by ``begin`` (sent with
-    its first statement; ``solo``: it runs one operation, ``PostgresTx``): committed at the
-    end of the block or rolled back if it raised (a database error raised as sqew's). A class
-    rather than a generator-based context manager: this wraps every operation."""
+    its first statement): committed at the end of the block or rolled back if it raised (a
+    database error raised as sqew's). A class rather than a generator-based context manager:
+    this wraps every operation."""
 
-    __slots__ = ("begin", "solo", "source", "tx")
+    __slots__ = ("begin", "source", "tx")
 
-    def __init__(self, source: Transactions, begin: str, solo: bool) -> None:
+    def __init__(self, source: TxPool, begin: str) -> None:
         self.source = source
         self.begin = begin
-        self.solo = solo
 
     def __enter__(self) -> PostgresTx:
         self.tx = tx = self.source.take()
-        tx.start(self.begin, solo=self.solo)
+        tx.start(self.begin)
         return tx
 
     def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
@@ -144,14 +141,15 @@ class Transaction:
         try:
             if exc is not None:
                 _rollback(tx)
-                if isinstance(exc, psycopg.Error):
-                    raise translate(exc) from exc
-                return  # (the block's exception goes on)
-            try:
-                tx.commit()  # with the notifications, in one round trip
-            except psycopg.Error as err:
-                _rollback(tx)
-                raise translate(err) from err
+                # A driver error raised as the SqewError it means; any other goes on as it is.
+                driver_errors().__exit__(kind, exc, tb)
+                return
+            with driver_errors():
+                try:
+                    tx.commit()  # with the notifications, in one round trip
+                except BaseException:
+                    _rollback(tx)
+                    raise
         finally:
             self.source.give_back(tx)
 
