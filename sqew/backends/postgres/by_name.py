@@ -27,7 +27,7 @@ from __future__ import annotations
 import secrets
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -35,9 +35,6 @@ from sqew import errors
 from sqew.backends.base import MISSED, ClaimQueue, MessageRow, Missed, NewMessage, QueueLimits
 from sqew.backends.postgres import statements as sql
 from sqew.backends.sql import in_delivery_order
-
-if TYPE_CHECKING:
-    from sqew.backends.postgres.tx import PostgresTx
 
 Send = Callable[[str, dict[str, Any]], Any]
 """Sends one statement (``%(name)s`` parameters) on the transaction object's cursor, in its
@@ -50,6 +47,18 @@ TOKENS_AHEAD = 64
 """Tokens a transaction object draws from the OS at once for claims of one (one system call
 instead of one per claim)."""
 _CACHED_MAX = 10_000
+
+
+class Sender(Protocol):
+    """What a by-name write needs of the object that sends it (``PostgresTx``, the fast
+    paths): the backend's cache, the mark on its notifications, its drawn-ahead tokens."""
+
+    cache: QueueCache
+    origin: str
+    tokens_ahead: list[str]
+
+    def drop_large_answer(self, size: int) -> None:
+        """Let go of a connection's buffers after an answer of ``size`` bytes."""
 
 
 class QueueCache:
@@ -112,7 +121,7 @@ def tokens(count: int) -> list[str]:
 
 
 def enqueue(
-    tx: PostgresTx, send: Send, name: str, count: int, rows_for: RowsFor
+    tx: Sender, send: Send, name: str, count: int, rows_for: RowsFor
 ) -> list[int] | Missed:
     """Count and insert the rows ``rows_for`` builds from the cached settings of queue
     ``name``: their ids in order, or ``MISSED`` (nothing written) where there are none, they
@@ -148,7 +157,7 @@ def enqueue(
 
 
 def claim(
-    tx: PostgresTx, send: Send, name: str, now: int, limit: int, visibility_ms: int | None
+    tx: Sender, send: Send, name: str, now: int, limit: int, visibility_ms: int | None
 ) -> tuple[ClaimQueue, list[MessageRow] | None] | Missed | None:
     """``Tx.claim_by_name`` in one statement; ``MISSED`` (nothing claimed) where the queue's
     order is not the cached one (the cache now has it right)."""
@@ -183,7 +192,7 @@ def claim(
 
 
 def ack(
-    tx: PostgresTx, send: Send, name: str, items: Sequence[tuple[int, str]], now: int
+    tx: Sender, send: Send, name: str, items: Sequence[tuple[int, str]], now: int
 ) -> list[bool | None] | Missed | None:
     """``Tx.ack_by_name`` in one statement (and one more read for items that missed);
     ``MISSED`` (nothing acked) where the queue archives other than cached (the cache now has

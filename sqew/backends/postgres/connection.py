@@ -1,7 +1,7 @@
 """Reaching PostgreSQL: database URLs, connections, and the limits that size them.
 
 A target names PostgreSQL when it is a ``postgresql+psycopg://`` or ``postgresql://`` URL
-(SPEC §6); the rest of the URL is libpq's (``user:password@host:port/dbname?sslmode=…``,
+(docs/postgres.md); the rest of the URL is libpq's (``user:password@host:port/dbname?sslmode=…``,
 ``?host=/run/postgresql`` for a unix socket). Every connection is in autocommit mode: sqew
 issues ``BEGIN``/``COMMIT`` itself, so it knows when a transaction starts and ends.
 

@@ -19,8 +19,8 @@ request and runs even when all traffic goes through the group committer's connec
 refresh that fails (the database is down) keeps the last offset and is tried again a period
 later. A step of this host's wall clock (NTP, an operator) is corrected by the next refresh;
 a refresh moves the clock by the change of the offset, a few milliseconds between two
-measurements of one server, which the core tolerates like any clock step (DESIGN: intervals
-are clamped).
+measurements of one server, which the core tolerates like any clock step (it clamps intervals
+that would go negative).
 """
 
 from __future__ import annotations

@@ -162,10 +162,10 @@ ACK = {
 }
 """``Tx.ack_by_name`` in one statement, by (the queue archives, how the items travel). Saves
 (poll+ack): alone n + 1 of the neutral n + 2 round trips for n items, in a transaction n of
-its n + 1 statements (one to find and count the queue, one per item). One item: its id and token as parameters, and a
-count known once it was acked; more: as arrays, counted. Items with distinct ids, not too many
-(``BY_POSITION_MAX``), pair each id with its token by position; others (repeating an id with
-other tokens, say) by a join to the pairs."""
+its n + 1 statements (one to find and count the queue, one per item). One item: its id and
+token as parameters, and a count known once it was acked; more: as arrays, counted. Items
+with distinct ids, not too many (``BY_POSITION_MAX``), pair each id with its token by
+position; others (repeating an id with other tokens, say) by a join to the pairs."""
 STILL_THERE = (
     "SELECT id FROM messages WHERE id = ANY(CAST(%(ids)s AS BIGINT[])) AND +queue_id = %(q)s"
 )
