@@ -294,6 +294,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         status = interrupts.EXIT_TERMINATED
     except KeyboardInterrupt:
         status = cli_errors.EXIT_INTERRUPTED
+    if status == cli_errors.EXIT_INTERRUPTED and interrupts.terminated_in_event_loop():
+        status = interrupts.EXIT_TERMINATED  # a SIGTERM unwound as asyncio unwinds Ctrl-C
     sys.exit(_flushed(status))
 
 

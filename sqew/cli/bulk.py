@@ -31,6 +31,11 @@ from sqew.client import bulk
 from sqew.client.base import Client, validation_error
 from sqew.escapes import escape_controls
 
+FILE_RETRY = bulk.RetryPolicy(retry_on=(errors.RateLimited, errors.Overloaded,
+                                        errors.Unavailable))
+"""``message enqueue --file``'s retries: a ``QueueFull`` ends the run at its line (a full
+queue waits for a consumer, which a command at a terminal should not wait for silently)."""
+
 BATCH_SIZE = bulk.BATCH_SIZE
 KEEP_FAILED = 1000  # failed lines remembered with their error; beyond, only counted
 SHOW_FAILED = 20  # failed lines listed in the human summary
@@ -254,7 +259,8 @@ class FileEnqueuer:
         batch_size: messages per batch.
         sleep: how to wait before a refused batch is sent again.
         guard: holds Ctrl-C back while a batch is sent and counted (none by default).
-        retry: the retry policy (``sqew.client.bulk.RetryPolicy``'s defaults by default).
+        retry: the retry policy (by default ``FILE_RETRY``: the library's, except that a
+            full queue stops the run rather than waiting for a consumer).
     """
 
     def __init__(
@@ -275,7 +281,7 @@ class FileEnqueuer:
         self.defaults = dict(defaults or {})
         self.batch_size = batch_size
         self.sleep = sleep
-        self.retry = retry
+        self.retry = retry or FILE_RETRY
         self.guard = guard or InterruptGuard()  # not installed: holds nothing back
         self.summary = Summary()
         self._lines: dict[int, int] = {}  # message index → its line, until it is settled

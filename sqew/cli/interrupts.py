@@ -88,14 +88,40 @@ class raising:
             _signal.signal(_signal.SIGTERM, _raise_terminated)
             self._term = True
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
         if self._ours:
             _signal.signal(_signal.SIGINT, _exit_at_once)
         if self._term:
             _signal.signal(_signal.SIGTERM, _signal.SIG_DFL)
+        if _handed_to_asyncio and kind is not None and issubclass(kind, KeyboardInterrupt):
+            raise Terminated  # the SIGTERM that asyncio's Ctrl-C handling unwound
+
+
+def terminated_in_event_loop() -> bool:
+    """Whether a ``KeyboardInterrupt`` is the unwinding of a SIGTERM that came while an
+    event loop ran (see ``_raise_terminated``): the run then exits 143, not 130."""
+    return _handed_to_asyncio
+
+
+_handed_to_asyncio = False
+"""A SIGTERM came while an event loop ran and went through asyncio's own Ctrl-C handling."""
 
 
 def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    """Raise ``Terminated``; inside a running event loop (a long poll), hand the signal to
+    the handler ``asyncio.run`` installed for Ctrl-C instead: it cancels the running task, so
+    every task ends cleanly, where an exception raised in the middle of the loop's own code
+    would leave tasks pending (``terminated_in_event_loop`` tells its ``KeyboardInterrupt``
+    from a Ctrl-C)."""
+    global _handed_to_asyncio
+    asyncio = sys.modules.get("asyncio")
+    current = _signal.getsignal(_signal.SIGINT)
+    if asyncio is not None and asyncio.events._get_running_loop() is not None \
+            and callable(current) and current not in (_signal.default_int_handler,
+                                                     _exit_at_once):
+        _handed_to_asyncio = True
+        current(signum, frame)
+        return
     raise Terminated
 
 
