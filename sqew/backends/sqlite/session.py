@@ -35,7 +35,7 @@ class SqliteWriteSession(WriteSession):
         self, path: Path, connect: Callable[[], sqlite3.Connection], *, durable: bool
     ) -> None:
         self._conn = conn = connect()
-        self.tx = SqliteTx(conn)
+        self.tx = SqliteTx(conn, fold_wakeups=False)  # one object for every transaction
         self.commit_waits = durable
         try:
             conn.execute("PRAGMA busy_timeout=0")  # try_begin never waits; begin sets it back

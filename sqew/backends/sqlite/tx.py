@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import contextlib
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
-from sqew.backends.base import NewMessage
+from sqew.backends.base import NewMessage, QueueLimits
 from sqew.backends.columns import INSERT_MESSAGES, INSERTED
 from sqew.backends.sql import SqlTx
 
@@ -21,10 +23,42 @@ class SqliteTx(SqlTx):
     def _in_transaction(self) -> bool:
         return bool(self.c.in_transaction)
 
+    def __init__(self, conn: Any, *, fold_wakeups: bool = True) -> None:
+        """``fold_wakeups``: this object lives for one transaction, so an enqueue's counter
+        update may bump ``wakeups`` too and ``notify`` skip that queue (one statement
+        fewer per enqueue); off for a write session's object, which outlives transactions."""
+        super().__init__(conn)
+        self._fold_wakeups = fold_wakeups
+        self._woken: set[str] = set()  # queues whose wakeups this transaction bumped
+
+    _RESERVE_WAKING = (
+        "UPDATE queues SET depth = depth + :n, enqueued_total = enqueued_total + :n, "
+        f"wakeups = wakeups + 1 WHERE name = :name RETURNING {', '.join(QueueLimits._fields)}"
+    )
+
+    def reserve(self, name: str, count: int) -> QueueLimits | None:
+        if not self._fold_wakeups:
+            return super().reserve(name, count)
+        row = self._one(self._RESERVE_WAKING, {"n": count, "name": name})
+        if row is None:
+            return None
+        self._woken.add(name)
+        return QueueLimits._make(row)
+
+    @contextlib.contextmanager
+    def savepoint(self) -> Iterator[None]:
+        woken = set(self._woken)
+        try:
+            with super().savepoint():
+                yield
+        except BaseException:
+            self._woken = woken  # their bumps were rolled back with the savepoint
+            raise
+
     def notify(self, queues: Iterable[str]) -> None:
         """Bump the ``wakeups`` counter of ``queues``: the long polls of other processes
         watch it (``SqliteWaiter``), and it moves with the commit or not at all."""
-        names = sorted(set(queues))
+        names = sorted(set(queues) - self._woken)
         if names:
             marks = ", ".join("?" * len(names))
             self.c.execute(
