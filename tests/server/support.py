@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -157,13 +157,14 @@ def poll_in_background(
 
 
 class Lines:
-    """The lines of a stream (a server's stderr), read by a thread as they come.
+    """The lines of a stream (a server's or a command's stderr, text or bytes), read by a
+    thread as they come.
 
     Reading as they come keeps a chatty server (``SQEW_LOG_LEVEL=debug``) from filling the pipe,
     and lets a test wait for a line: the observable moment something happened in the server.
     """
 
-    def __init__(self, stream: IO[str]) -> None:
+    def __init__(self, stream: IO[str] | IO[bytes]) -> None:
         self._stream = stream
         self._lines: list[str] = []
         self._changed = threading.Condition()
@@ -173,8 +174,9 @@ class Lines:
     def _read(self) -> None:
         try:
             for line in self._stream:
+                text = line if isinstance(line, str) else line.decode(errors="replace")
                 with self._changed:
-                    self._lines.append(line)
+                    self._lines.append(text)
                     self._changed.notify_all()
         except (OSError, ValueError):  # closed under us: the process is gone anyway
             pass
@@ -200,13 +202,21 @@ class Lines:
         with self._changed:
             return "".join(self._lines)
 
+    def rest(self, timeout: float = STOP_S) -> str:
+        """Everything, once the stream has ended (the process exited); bounded."""
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), "the stream did not end"
+        return self.text()
 
-def parked(lines: list[str], queue: str) -> int:
-    """How many long polls of ``queue`` wait now, by a server's debug lines (``sqew.waiter``;
-    the server runs with ``SQEW_LOG_LEVEL=debug``), summed over its worker processes."""
+
+def parked(lines: Iterable[str], queue: str) -> int:
+    """How many long polls of ``queue`` wait now, by the debug lines of ``sqew.waiter`` (a
+    server's with ``SQEW_LOG_LEVEL=debug``, summed over its worker processes, or a command's
+    stderr with ``SQEW_CLI_LOG_LEVEL=debug``)."""
     began = f"long poll waiting on queue {queue!r}"
     ended = f"long poll on queue {queue!r} stopped waiting"
-    return sum(began in line for line in lines) - sum(ended in line for line in lines)
+    listed = list(lines)
+    return sum(began in line for line in listed) - sum(ended in line for line in listed)
 
 
 @dataclass
