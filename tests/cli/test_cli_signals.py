@@ -48,16 +48,21 @@ def _until_mapped(pid: int, name: str) -> None:
         time.sleep(0.001)
 
 
-@linux_only
-def test_ctrl_c_while_sqew_starts_exits_130_quietly(local_sqew) -> None:
-    proc = local_sqew.start("queue", "list")
+def _interrupted_while_starting(proc: subprocess.Popen[bytes]) -> tuple[int, bytes, bytes]:
+    """Ctrl-C ``proc`` once its imports are under way; its exit status, stdout and stderr."""
     try:
         _until_mapped(proc.pid, EARLY_EXTENSION)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=TIMEOUT_S)
     finally:
         end(proc)
-    assert (proc.returncode, out, err) == (130, b"", b"")
+    return proc.returncode, out, err
+
+
+@linux_only
+def test_ctrl_c_while_sqew_starts_exits_130_quietly(local_sqew) -> None:
+    proc = local_sqew.start("queue", "list")
+    assert _interrupted_while_starting(proc) == (130, b"", b"")
 
 
 @linux_only
@@ -67,13 +72,7 @@ def test_ctrl_c_while_python_dash_m_sqew_starts_exits_130_quietly(tmp_path: Path
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path, env=clean_env(),
         preexec_fn=foreground,
     )
-    try:
-        _until_mapped(proc.pid, EARLY_EXTENSION)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=TIMEOUT_S)
-    finally:
-        end(proc)
-    assert (proc.returncode, out, err) == (130, b"", b"")
+    assert _interrupted_while_starting(proc) == (130, b"", b"")
 
 
 @pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)],
