@@ -155,10 +155,6 @@ def key_id(id: str) -> str:
 _MESSAGE_LIST = list[models.MessageIn]
 
 
-class _OneByOne(Exception):
-    """The batch needs the precise checks, message by message."""
-
-
 def messages_in(
     items: Iterable[Mapping[str, Any]], *, max_json_depth: int = jsonlimits.DEFAULT_MAX_DEPTH
 ) -> list[models.MessageIn]:
@@ -166,7 +162,12 @@ def messages_in(
 
     Errors name the message: ``message <i>: <reason>`` (the first that fails).
     """
-    checked = each_message_in(items, max_json_depth=max_json_depth)
+    batch = list(items)
+    context = telemetry.current_fields()
+    converted = _all_at_once(batch, context, max_json_depth)
+    if converted is not None:
+        return converted
+    checked = _one_by_one(batch, context, max_json_depth)
     for i, m in enumerate(checked):
         if isinstance(m, errors.ValidationError):
             raise errors.ValidationError(f"message {i}: {m.message}", details=m.details)
@@ -184,6 +185,17 @@ def each_message_in(
     """
     batch = list(items)
     context = telemetry.current_fields()
+    converted = _all_at_once(batch, context, max_json_depth)
+    if converted is not None:
+        return list[models.MessageIn | errors.ValidationError](converted)
+    return _one_by_one(batch, context, max_json_depth)
+
+
+def _all_at_once(
+    batch: list[Mapping[str, Any]], context: dict[str, str], max_json_depth: int
+) -> list[models.MessageIn] | None:
+    """Every message of ``batch`` converted in one call, or None when one may not be valid
+    (then ``_one_by_one`` says which and why)."""
     bodies: list[dict[str, Any]] = []
     try:
         for item in batch:
@@ -192,7 +204,7 @@ def each_message_in(
             if text.count(b"[") + text.count(b"{") > max_json_depth or (
                 isinstance(payload, msgspec.Raw) and not _plain_json(text)
             ):
-                raise _OneByOne  # too deep, or text to check precisely
+                return None  # too deep, or text to check precisely
             raw = msgspec.Raw(text)
             if len(item) == 1:  # the common case: nothing but the payload
                 body = {"payload": raw, **context}
@@ -201,12 +213,17 @@ def each_message_in(
                 body["payload"] = raw
                 _with_context(body, context)
             bodies.append(body)
-        result: list[models.MessageIn | errors.ValidationError] = msgspec.convert(
-            bodies, _MESSAGE_LIST)
+        result: list[models.MessageIn] = msgspec.convert(bodies, _MESSAGE_LIST)
         return result
-    except (_OneByOne, msgspec.ValidationError, TypeError, ValueError, OverflowError, KeyError,
+    except (msgspec.ValidationError, TypeError, ValueError, OverflowError, KeyError,
             AttributeError, RecursionError):
-        pass
+        return None
+
+
+def _one_by_one(
+    batch: list[Mapping[str, Any]], context: dict[str, str], max_json_depth: int
+) -> list[models.MessageIn | errors.ValidationError]:
+    """Each message of ``batch`` checked on its own: its ``MessageIn`` or its error."""
     out: list[models.MessageIn | errors.ValidationError] = []
     for item in batch:
         try:

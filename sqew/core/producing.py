@@ -22,6 +22,9 @@ from sqew.core.delivering import queue_row
 from sqew.core.writer import Op, Outcome
 
 _encode = msgspec.json.encode
+# ``NewMessage``'s own ``__new__`` is a Python function taking the fields one by one; one row
+# per message of every enqueue is built here, so the fields go in as a tuple, in C.
+_new_message = tuple.__new__
 
 Results = list[models.EnqueueResult]
 
@@ -40,7 +43,8 @@ class Enqueue(Op[Results]):
     caller that is not checked (see ``QueueService.enqueue``).
     """
 
-    __slots__ = ("has_fast", "keyed", "locks_first", "messages", "notify", "proof", "queue")
+    __slots__ = ("has_fast", "keyed", "locks_first", "messages", "notify", "proof", "queue",
+                 "to_dlq")
 
     def __init__(
         self, queue: str, messages: Sequence[models.MessageIn],
@@ -53,8 +57,9 @@ class Enqueue(Op[Results]):
         self.keyed = any(m.idempotency_key is not None for m in messages)
         self.notify = (queue,)
         self.locks_first = not self.keyed  # ``reserve`` writes the queue's row first
+        self.to_dlq = rules.is_dlq(queue)
         # A DLQ's enqueue reads its queue's settings too: in a transaction.
-        self.has_fast = not self.keyed and not rules.is_dlq(queue)
+        self.has_fast = not self.keyed and not self.to_dlq
 
     def key(self) -> Hashable | None:
         # Keyed enqueues look their keys up one by one: they run alone.
@@ -79,8 +84,10 @@ class Enqueue(Op[Results]):
             self.check(tx, q.hmac_secret, now)
             return insert(tx, q, self.messages, now)
         def rows_for(q: QueueLimits) -> list[NewMessage]:
-            q = within_queue_limit(tx, q)
-            self.check(tx, q.hmac_secret, now)
+            if self.to_dlq:
+                q = within_queue_limit(tx, q)
+            if self.proof is not None:
+                self.check(tx, q.hmac_secret, now)
             rows = [_row(q, m, i, now) for i, m in enumerate(self.messages)]
             admit(tx, q, len(rows), q.depth - len(rows), now)
             return rows
@@ -101,7 +108,7 @@ class Enqueue(Op[Results]):
         """
         if self.proof is None:
             return
-        if rules.is_dlq(self.queue):
+        if self.to_dlq:
             parent = tx.get_queue(self.queue[: -len(rules.DLQ_SUFFIX)])
             if parent is not None and parent.hmac_secret is not None:
                 secret = parent.hmac_secret
@@ -253,8 +260,8 @@ def _row(q: QueueRow | QueueLimits, m: models.MessageIn, index: int, now: int) -
             f"message {index}: delay_ms ({m.delay_ms}) {must}",
             details=[{"field": "delay_ms", "message": must, "index": index}],
         )
-    return NewMessage(
+    return _new_message(NewMessage, (
         q.id, payload.decode(), m.priority,
         _encode(m.attributes).decode() if m.attributes else None,
         now, now + m.delay_ms, now + ttl, q.lifo, m.traceparent, m.tracestate,
-    )
+    ))
