@@ -4,6 +4,8 @@ Suites: ``embedded`` (sqew's Client against raw sqlite3, and against the embedde
 persist-queue and litequeue), ``server`` (the REST server against its own /healthz ceiling and
 moto's SQS server), ``spark`` (the data source against the CLI's bulk paths) and ``postgres``
 (sqew on PostgreSQL against plain psycopg on the same server, 1 and 2 server replicas).
+Run only when named: ``pg-variants`` (what each of sqew's PostgreSQL statement variants buys:
+sqew against sqew with that variant off, ``bench/pg_variants.py``).
 Options after the suite names go to each suite (``--quick``, ``--json FILE``: with several
 suites, one file per suite, ``FILE.<suite>.json``). Exit status 1 if a target is missed.
 """
@@ -15,19 +17,22 @@ import sys
 from pathlib import Path
 
 SUITES = ("embedded", "server", "spark", "postgres")
+NAMED_ONLY = ("pg-variants",)
+"""Suites that run only when named (not part of "all")."""
 
 
 def main(argv: list[str]) -> int:
     """Run the suites named in ``argv`` (all when none is), passing them the other arguments."""
-    if any(a in ("-h", "--help") for a in argv) and not any(a in SUITES for a in argv):
+    known = (*SUITES, *NAMED_ONLY)
+    if any(a in ("-h", "--help") for a in argv) and not any(a in known for a in argv):
         print(__doc__)
         return 0
-    names = [a for a in argv if a in SUITES] or list(SUITES)
-    rest = [a for a in argv if a not in SUITES]
+    names = [a for a in argv if a in known] or list(SUITES)
+    rest = [a for a in argv if a not in known]
     status = 0
     for name in names:
         print(f"== {name}", flush=True)
-        suite = importlib.import_module(f"bench.{name}")
+        suite = importlib.import_module(f"bench.{name.replace('-', '_')}")
         status |= suite.main(_json_per_suite(rest, name) if len(names) > 1 else rest)
     return status
 

@@ -248,15 +248,16 @@ def _env(**extra: str) -> dict[str, str]:
 def sqew_server(label: str, db: Path, logdir: Path, *, durability: str = "normal",
                 workers: int = 1, asgi: str = "uvicorn",
                 settings: dict[str, str] | None = None, traced: bool = False,
-                sampled: float = 1.0) -> Server:
+                sampled: float = 1.0, serve: list[str] | None = None) -> Server:
     """``sqew serve`` (uvicorn) or granian over ``sqew.server.app:app_from_env`` on ``db``;
     ``settings`` as ``SQEW_*`` variables (uvicorn only); ``traced``: with tracing on
     (``bench/traced_serve.py``, one worker), recording the share ``sampled`` of the requests
-    (the SDK's ``parentbased_traceidratio`` sampler)."""
+    (the SDK's ``parentbased_traceidratio`` sampler); ``serve``: the command that stands for
+    ``sqew serve`` (uvicorn only; ``bench/postgres_http.py``'s sqew with a variant off)."""
     port = free_port()
     if asgi == "uvicorn":
-        serve = ([sys.executable, "-m", "bench.traced_serve"] if traced
-                 else [str(BIN / "sqew"), "serve"])
+        serve = serve or ([sys.executable, "-m", "bench.traced_serve"] if traced
+                          else [str(BIN / "sqew"), "serve"])
         cmd = [*serve, "--db", str(db), "--port", str(port),
                "--durability", durability, "--workers", str(workers)]
         extra = {f"SQEW_{k.upper()}": v for k, v in (settings or {}).items()}

@@ -6,7 +6,8 @@ variant that replaces neutral statements only for speed says, next to its name, 
 saves: statements (each a round trip to the server) per operation against the neutral way, on
 the ``scripts/bench postgres`` case it serves (``tests/postgres/test_hot_paths.py`` checks the
 counts of the by-name writes). The one-statement writes (``ENQUEUE``, ``CLAIM``, ``ACK``)
-replace the neutral compositions of ``sqew.backends.sql_by_name``.
+replace the neutral compositions of ``sqew.backends.sql_by_name``. ``scripts/bench
+pg-variants`` measures what each variant buys: sqew against sqew with that variant turned off.
 
 Parameters are ``%(name)s`` (psycopg's) in the one-statement writes, ``:name`` (converted once,
 ``sqew.backends.paramstyle``) in the statements ``SqlTx``'s helpers run.
