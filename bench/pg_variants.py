@@ -37,7 +37,6 @@ KEEP_GAIN = 0.10
 _HTTP_ENQUEUE, _HTTP_POLL = postgres_http.CASES
 _POLL_ACKS = tuple(postgres.poll_ack(n, b) for n in postgres.CONSUMERS
                    for b in postgres.POLL_BATCHES)
-_POLL10_ACKS = tuple(postgres.poll_ack(n, 10) for n in postgres.CONSUMERS)
 
 
 @dataclass(frozen=True)
@@ -53,22 +52,14 @@ VARIANTS: dict[str, Variant] = {
                        "the neutral enqueue by name: reserve, then insert"),
     "CLAIM": Variant((*_POLL_ACKS, _HTTP_POLL),
                      "the neutral claim by name: read the queue, then claim"),
-    "CLAIM.few": Variant((*_POLL10_ACKS, _HTTP_POLL),
-                         "CLAIM many (tokens by the server) for claims of 2 to 100"),
     "ACK": Variant((*_POLL_ACKS, _HTTP_POLL),
                    "the neutral ack by name: count, then a DELETE per item"),
-    "ACK.distinct": Variant((*_POLL10_ACKS, _HTTP_POLL),
-                            "ACK pairs (a join) for acks of 2 to 100 distinct ids"),
     "FAST": Variant((postgres.SINGLE, postgres.BATCHED, *_POLL_ACKS),
                     "every write in a transaction (BEGIN … COMMIT)"),
-    "INSERT_ONE": Variant((postgres.KEYED_SINGLE,), "SqlTx.insert_messages (VALUES)"),
-    "INSERT_MANY": Variant((postgres.KEYED_BATCH,),
-                           "SqlTx.insert_messages (VALUES, a statement per 100 rows)"),
     "EXTEND": Variant((postgres.POLL_EXTEND_ACK,), "SqlTx.extend (an UPDATE per lease)"),
 }
-"""The variants for speed, by their names in ``statements.py`` (``X.key``: the statement of
-one key of X's table, turned off for the key the next one covers; ``FAST``: ``PostgresFast``,
-the by-name writes sent alone, without ``BEGIN`` and ``COMMIT``)."""
+"""The variants for speed, by their names in ``statements.py`` (``FAST``: ``PostgresFast``, the
+by-name writes sent alone, without ``BEGIN`` and ``COMMIT``)."""
 
 
 # --- turning a variant off -----------------------------------------------------------------------
@@ -88,25 +79,10 @@ def _no_fast_paths(self: Any) -> None:
     return None
 
 
-def _insert_neutrally(sized: Callable[[int], bool]) -> Callable[..., list[int]]:
-    """``PostgresTx.insert_messages`` that inserts ``sized`` counts of rows the neutral way
-    (``SqlTx.insert_messages``) and the others as it does now."""
-    from sqew.backends.postgres.tx import PostgresTx
-    from sqew.backends.sql import SqlTx
-
-    kept = PostgresTx.insert_messages
-
-    def insert_messages(self: Any, rows: Any) -> list[int]:
-        return (SqlTx.insert_messages if sized(len(rows)) else kept)(self, rows)
-
-    return insert_messages
-
-
 def patches(variant: str) -> list[Patch]:
     """What turning ``variant`` off changes (``ValueError`` for a name not in
     ``VARIANTS``)."""
     from sqew.backends.postgres import by_name
-    from sqew.backends.postgres import statements as sql
     from sqew.backends.postgres.backend import PostgresBackend
     from sqew.backends.postgres.tx import PostgresTx
     from sqew.backends.sql import SqlTx
@@ -117,16 +93,7 @@ def patches(variant: str) -> list[Patch]:
         "ENQUEUE": lambda: [(by_name, "enqueue", _missed)],
         "CLAIM": lambda: [(by_name, "claim", _missed)],
         "ACK": lambda: [(by_name, "ack", _missed)],
-        # (the claim still draws its tokens, unused: microseconds against a round trip)
-        "CLAIM.few": lambda: [(sql.CLAIM, (lifo, "few"), sql.CLAIM[lifo, "many"])
-                              for lifo in (False, True)],
-        "ACK.distinct": lambda: [(sql.ACK, (archive, "distinct"), sql.ACK[archive, "pairs"])
-                                 for archive in (False, True)],
         "FAST": lambda: [(PostgresBackend, "fast_paths", _no_fast_paths)],
-        "INSERT_ONE": lambda: [(PostgresTx, "insert_messages",
-                                _insert_neutrally(lambda n: n == 1))],
-        "INSERT_MANY": lambda: [(PostgresTx, "insert_messages",
-                                 _insert_neutrally(lambda n: n > 1))],
         "EXTEND": lambda: [(PostgresTx, "extend", SqlTx.extend)],
     }
     if variant not in made:

@@ -170,10 +170,7 @@ def claim(
         params["token"] = ahead.pop()
     else:
         params["n"] = limit
-        if limit <= sql.BY_POSITION_MAX:
-            params["tokens"] = tokens(limit)
-    size = "one" if limit == 1 else "few" if limit <= sql.BY_POSITION_MAX else "many"
-    rows = send(sql.CLAIM[lifo, size], params).fetchall()
+    rows = send(sql.CLAIM[lifo, "one" if limit == 1 else "many"], params).fetchall()
     if not rows:
         return None
     first = rows[0]
@@ -203,10 +200,9 @@ def ack(
         params: dict[str, Any] = {"name": name, "id": items[0][0], "token": items[0][1],
                                   "now": now}
     else:
-        ids = [i for i, _ in items]
-        by_position = len(ids) <= sql.BY_POSITION_MAX and len(set(ids)) == len(ids)
-        kind = "distinct" if by_position else "pairs"
-        params = {"name": name, "ids": ids, "tokens": [t for _, t in items], "now": now}
+        kind = "many"
+        params = {"name": name, "ids": [i for i, _ in items], "tokens": [t for _, t in items],
+                  "now": now}
     row = send(sql.ACK[archive, kind], params).fetchone()
     if row is None:
         return None

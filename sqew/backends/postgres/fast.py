@@ -3,7 +3,9 @@
 A statement sent without ``BEGIN`` on a connection in autocommit mode is a transaction by
 itself: one round trip, where a transaction of the same statement costs the same round trip
 and its ``BEGIN``/``COMMIT`` besides (sent with it, but run by the server). The statements are
-``by_name``'s, sent on a transaction object of ``TxPool`` between its transactions.
+``by_name``'s, sent on a transaction object of ``TxPool`` between its transactions. Bought
+(``scripts/bench pg-variants``, against every write in a transaction): +128 % on single
+enqueue, +73 % on poll+ack (1 consumer, batch 1), +114 % with 4 consumers.
 """
 
 from __future__ import annotations

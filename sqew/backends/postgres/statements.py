@@ -2,12 +2,15 @@
 send that is not ``SqlTx``'s dialect-neutral one (``sqew.backends.sql``).
 
 Each entry names a statement (or a family of them, by a key) and says what it replaces. A
-variant that replaces neutral statements only for speed says, next to its name, what it
-saves: statements (each a round trip to the server) per operation against the neutral way, on
-the ``scripts/bench postgres`` case it serves (``tests/postgres/test_hot_paths.py`` checks the
-counts of the by-name writes). The one-statement writes (``ENQUEUE``, ``CLAIM``, ``ACK``)
-replace the neutral compositions of ``sqew.backends.sql_by_name``. ``scripts/bench
-pg-variants`` measures what each variant buys: sqew against sqew with that variant turned off.
+variant that replaces neutral statements only for speed is kept only while it buys at least
+10 % on a case of ``scripts/bench postgres``; next to its name is what it bought there,
+measured by ``scripts/bench pg-variants`` (the same cases with the variant turned off, the
+neutral way running instead; medians of 5 rounds on a 2-core machine). Variants that bought
+less (a claim of 2 to 100 pairing its own tokens by position, an ack pairing ids and tokens
+by position, the one-statement inserts of a keyed enqueue) were dropped. The one-statement
+writes (``ENQUEUE``, ``CLAIM``, ``ACK``) replace the neutral compositions of
+``sqew.backends.sql_by_name``; ``tests/postgres/test_hot_paths.py`` checks their counts of
+statements.
 
 Parameters are ``%(name)s`` (psycopg's) in the one-statement writes, ``:name`` (converted once,
 ``sqew.backends.paramstyle``) in the statements ``SqlTx``'s helpers run.
@@ -23,11 +26,6 @@ from sqew.backends.columns import ARCHIVED, INSERT_ARCHIVE, INSERT_MESSAGES, INS
 from sqew.backends.columns import MESSAGE as MESSAGE_COLUMNS
 from sqew.backends.postgres.connection import CHANNEL
 from sqew.backends.rows import ClaimQueue, MessageRow, NewMessage
-
-BY_POSITION_MAX = 100
-"""Up to this many items, a statement pairs each message with its token by its position in an
-array (``array_position``: a scan of the array per message, cheaper than a join for a few,
-quadratic for many); beyond, by a join (an ack) or the server's tokens (a claim)."""
 
 
 def pg_type(column: str) -> str:
@@ -63,25 +61,13 @@ REAP_DEDUP = (
 it, and the reaper locks no queue for this: a wait could close a cycle with that enqueue)."""
 
 # --- variants for speed ----------------------------------------------------------------------
-INSERT_ONE = f"{INSERT_MESSAGES} VALUES ({', '.join(':' + c for c in INSERTED)}, 0) RETURNING id"
-"""``Tx.insert_messages`` of one row."""
-INSERT_MANY = (
-    f"{INSERT_MESSAGES} SELECT {', '.join(INSERTED)}, 0 FROM unnest("
-    + ", ".join(f"CAST(:{c} AS {pg_type(c)}[])" for c in INSERTED)
-    + f") AS r({', '.join(INSERTED)}) RETURNING id"
-)
-"""``Tx.insert_messages`` of any number of rows in one statement of one shape (prepared once),
-the rows as one array per column, where the neutral multi-row ``VALUES`` has a shape per
-size and one statement per 100 rows. Saves: 9 of 10 statements of a 1,000-message keyed batch
-(enqueues with idempotency keys, and merged enqueues the cache could not serve)."""
-
 EXTEND = (
     "UPDATE messages m SET lease_expires_at = v.until FROM unnest(CAST(:ids AS BIGINT[]), "
     "CAST(:tokens AS TEXT[]), CAST(:untils AS BIGINT[])) AS v(id, token, until) "
     "WHERE m.id = v.id AND m.token = v.token AND +m.queue_id = :q RETURNING m.id, m.token"
 )
 """``Tx.extend``: every lease of a keep-alive in one statement (the neutral one is a statement
-per item). Saves: n - 1 statements of an extend of n leases (heartbeats of a batch). The ids
+per item). Bought: +42 % on poll(10) + extend of the 10 + ack. The ids
 are the index condition; the unary `+` keeps the planner off the indexes that lead with
 queue_id."""
 THERE = "SELECT id FROM messages WHERE id = ANY(CAST(:ids AS BIGINT[])) AND +queue_id = :q"
@@ -114,11 +100,10 @@ ENQUEUE = {
     ),
 }
 """``Tx.enqueue_by_name`` on the queue's settings as the cache knows them (``QueueCache``), in
-one statement: count, insert and notify. Saves (single and batch enqueue): 2 of 3 round trips
-alone (``FastPaths``: no ``BEGIN``, no ``COMMIT`` with the notification), 1 of 2 statements in
-a transaction. One row: its values
-as parameters; more: one JSON array of rows (msgspec writes it in C; psycopg's own adaptation
-of a list costs more per value than the statement does)."""
+one statement: count, insert and notify (the neutral way: a reservation, then an insert).
+Bought: +188 % on single enqueue, +117 % on batch enqueue (100), +15 % over HTTP. One row: its
+values as parameters; more: one JSON array of rows (msgspec writes it in C; psycopg's own
+adaptation of a list costs more per value than the statement does)."""
 
 
 def _ack_sql(items: str, acked: str, archive: bool) -> str:
@@ -152,21 +137,15 @@ def _ack_sql(items: str, acked: str, archive: bool) -> str:
 ACK = {
     **{(archive, "one"): _ack_sql("m.id = %(id)s AND m.token = %(token)s", "1", archive)
        for archive in (False, True)},
-    **{(archive, "distinct"): _ack_sql(
-        "m.id = ANY(CAST(%(ids)s AS BIGINT[])) AND m.token = "
-        "(CAST(%(tokens)s AS TEXT[]))[array_position(CAST(%(ids)s AS BIGINT[]), m.id)]",
-        "(SELECT count(*) FROM d)", archive) for archive in (False, True)},
-    **{(archive, "pairs"): _ack_sql(
+    **{(archive, "many"): _ack_sql(
         "m.id = ANY(CAST(%(ids)s AS BIGINT[])) AND (m.id, m.token) IN (SELECT * FROM "
         "unnest(CAST(%(ids)s AS BIGINT[]), CAST(%(tokens)s AS TEXT[])))",
         "(SELECT count(*) FROM d)", archive) for archive in (False, True)},
 }
-"""``Tx.ack_by_name`` in one statement, by (the queue archives, how the items travel). Saves
-(poll+ack): alone n + 1 of the neutral n + 2 round trips for n items, in a transaction n of
-its n + 1 statements (one to find and count the queue, one per item). One item: its id and
-token as parameters, and a count known once it was acked; more: as arrays, counted. Items
-with distinct ids, not too many (``BY_POSITION_MAX``), pair each id with its token by
-position; others (repeating an id with other tokens, say) by a join to the pairs."""
+"""``Tx.ack_by_name`` in one statement, by (the queue archives, one item or more); the neutral
+way counts and then deletes item by item. Bought: +70 % on poll+ack (1 consumer, batch 1),
++303 % on poll(10)+ack (4 consumers). One item: its id and token as parameters, and a count
+known once it was acked; more: ids and tokens as arrays, paired by a join, counted."""
 STILL_THERE = (
     "SELECT id FROM messages WHERE id = ANY(CAST(%(ids)s AS BIGINT[])) AND +queue_id = %(q)s"
 )
@@ -224,16 +203,11 @@ NEW_TOKEN = "replace(CAST(gen_random_uuid() AS TEXT), '-', '')"
 
 CLAIM = {
     **{(lifo, "one"): _claim_sql(lifo, "1", "%(token)s") for lifo in (False, True)},
-    **{(lifo, "few"): _claim_sql(
-        lifo, "(SELECT CAST(%(n)s AS INT))",
-        "(CAST(%(tokens)s AS TEXT[]))[array_position((SELECT addrs FROM picked), ctid)]")
-       for lifo in (False, True)},
     **{(lifo, "many"): _claim_sql(lifo, "(SELECT CAST(%(n)s AS INT))", NEW_TOKEN)
        for lifo in (False, True)},
 }
-"""``Tx.claim_by_name`` in one statement, by (the queue is LIFO, how many). Saves (poll+ack):
-alone 2 of 3 round trips, in a transaction 1 of 2 statements (a read of the queue, then the
-claim). A claim of one says LIMIT 1; a claim of more counts as an
-InitPlan (see ``_NOW``). Tokens come from this process's secure random source, one per message
-claimed in order (cheaper than the server's ``gen_random_uuid()``), except in a claim of more
-than ``BY_POSITION_MAX`` (merged polls)."""
+"""``Tx.claim_by_name`` in one statement, by (the queue is LIFO, one or more); the neutral way
+reads the queue, then claims. Bought: +74 % on poll+ack (1 consumer, batch 1), +83 % with 4
+consumers. A claim of one says LIMIT 1 and takes a token from this process's secure random
+source (``by_name.TOKENS_AHEAD`` drawn at once); a claim of more counts as an InitPlan (see
+``_NOW``) and its tokens are the server's ``gen_random_uuid()``."""

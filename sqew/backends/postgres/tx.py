@@ -10,8 +10,7 @@ from typing import Any
 from psycopg.pq import TransactionStatus
 
 from sqew import errors
-from sqew.backends.base import MISSED, ClaimQueue, MessageRow, NewMessage
-from sqew.backends.columns import INSERTED
+from sqew.backends.base import MISSED, ClaimQueue, MessageRow
 from sqew.backends.paramstyle import PyformatConnection
 from sqew.backends.postgres import by_name
 from sqew.backends.postgres import statements as sql
@@ -184,15 +183,6 @@ class PostgresTx(SqlTx):
         wanted = sorted(set(names))
         if wanted:
             self.c.execute(sql.LOCK_NAMED, {"names": wanted})
-
-    def insert_messages(self, rows: Sequence[NewMessage]) -> list[int]:
-        """One statement whatever the count; the ids sorted (a sequence draws them in the
-        order of the rows, as the neutral statement relies on too)."""
-        if len(rows) == 1:
-            return [int(self._one(sql.INSERT_ONE, rows[0]._asdict())[0])]
-        columns = zip(*rows, strict=True)
-        params = {col: list(values) for col, values in zip(INSERTED, columns, strict=True)}
-        return sorted(int(r[0]) for r in self._all(sql.INSERT_MANY, params))
 
     def extend(self, queue_id: int, items: Sequence[tuple[int, str, int]]) -> list[bool | None]:
         """One statement for every item, and one more for the items that missed, if any.
