@@ -10,15 +10,29 @@ reads.
 
 from __future__ import annotations
 
+import os
+import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import pg_support
-import pytest
-from targets import TARGETS, ServerThread, Target, TargetSpec, server_settings
+# Bytecode caching on, for this process and every process the tests start (``sqew`` runs,
+# servers, Spark's Python workers, spawned consumers), into a directory of its own under the
+# system temp dir, never the source tree: with ``PYTHONDONTWRITEBYTECODE`` set (as some
+# sandboxes and CI images do), each of them would compile sqew's modules again, about half
+# the cost of a short ``sqew`` command.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+os.environ.setdefault("PYTHONPYCACHEPREFIX",
+                      str(Path(tempfile.gettempdir()) / f"sqew-tests-pycache-{os.getuid()}"))
+sys.dont_write_bytecode = False
+sys.pycache_prefix = os.environ["PYTHONPYCACHEPREFIX"]
 
-import sqew
-from sqew.core.clock import Clock, ManualClock, system_clock
+import pg_support  # noqa: E402
+import pytest  # noqa: E402
+from targets import TARGETS, ServerThread, Target, TargetSpec, server_settings  # noqa: E402
+
+import sqew  # noqa: E402
+from sqew.core.clock import Clock, ManualClock, system_clock  # noqa: E402
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -33,8 +33,11 @@ first once ``reap_interval_ms`` of the service's clock has passed since the last
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import random
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -121,10 +124,29 @@ is unavailable)."""
 
 
 def sqlite(directory: Path) -> Store:
-    """A SQLite file ``directory/q.db`` (created by the first client; the directory is the
-    test's, removed with it)."""
+    """A SQLite file ``directory/q.db``: a copy of an empty database that this process
+    migrated once (``_sqlite_template``), as a PostgreSQL store is a clone of a migrated
+    template; the directory is the test's, removed with it. (Creating and migrating a file
+    is tested where it is the subject: ``tests/engine/test_migrations.py``.)"""
     path = directory / "q.db"
+    shutil.copyfile(_sqlite_template(), path)
+    path.chmod(0o600)  # as sqew creates its files
     return Store(str(path), sqlite_path=path)
+
+
+_template_lock = threading.Lock()
+_template: list[Path] = []
+
+
+def _sqlite_template() -> Path:
+    """An empty, migrated, closed SQLite database of this process (made on first use)."""
+    with _template_lock:
+        if not _template:
+            path = Path(tempfile.mkdtemp(prefix="sqew-template-")) / "template.db"
+            sqew.LocalClient(str(path)).close()
+            atexit.register(shutil.rmtree, path.parent, True)
+            _template.append(path)
+        return _template[0]
 
 
 def postgres(directory: Path) -> Store:

@@ -349,22 +349,47 @@ class QueueMachine(RuleBasedStateMachine):
     # --- invariants -----------------------------------------------------------------------------
     @invariant()
     def every_message_is_exactly_where_the_model_says(self) -> None:
+        # Every stored message, read by a scan of the queue and of its DLQ (a page of up to
+        # 1,000 each: a few round trips a step, where reading each message by id would cost
+        # one per message); ``get_message`` is checked on the first and last of each home.
         self.read()
-        for m in self.msgs.values():
-            homes = {"q": Q, "dlq": DLQ}
-            for loc, name in homes.items():
-                if m.loc == loc:
-                    got = self.client.get_message(name, m.id)
-                    assert (got.payload, got.priority, got.attempts, got.last_error) == (
-                        m.payload, m.priority, m.attempts, m.last_error,
-                    ), (m, got)
-                    assert (got.available_at, got.expires_at) == (m.available_at, m.expires_at)
-                else:
-                    try:
-                        self.client.get_message(name, m.id)
-                    except errors.MessageNotFound:
-                        continue
-                    raise AssertionError(f"message {m.id} ({m.loc}) found in {name}")
+        for loc, source, name in (("q", "queue", Q), ("dlq", "dlq", DLQ)):
+            expected = {m.id: m for m in self.msgs.values() if m.loc == loc}
+            stored = self.scanned(source)
+            assert sorted(stored) == sorted(expected), (loc, sorted(stored), sorted(expected))
+            for msg_id, got in stored.items():
+                self.assert_stored(expected[msg_id], got)
+            for msg_id in {min(expected, default=None), max(expected, default=None)} - {None}:
+                self.assert_stored(expected[msg_id], self.client.get_message(name, msg_id))
+        for m in (min(self.msgs.values(), key=lambda m: m.id, default=None),
+                  max(self.msgs.values(), key=lambda m: m.id, default=None)):
+            for loc, name in (("q", Q), ("dlq", DLQ)):
+                if m is None or m.loc == loc:
+                    continue
+                try:
+                    self.client.get_message(name, m.id)
+                except errors.MessageNotFound:
+                    continue
+                raise AssertionError(f"message {m.id} ({m.loc}) found in {name}")
+
+    def scanned(self, source: str) -> dict[int, sqew.Message]:
+        """Every message of ``Q``'s ``source`` (``queue`` or ``dlq``) by id, page by page."""
+        found: dict[int, sqew.Message] = {}
+        after: int | None = None
+        while True:
+            page = self.client.scan(Q, source=source, after_id=after, limit=1000)
+            found.update((m.id, m) for m in page.messages)
+            if page.next_after_id is None:
+                return found
+            after = page.next_after_id
+
+    @staticmethod
+    def assert_stored(m: Msg, got: sqew.Message) -> None:
+        """The stored message ``got`` is the model's ``m``."""
+        assert (got.payload, got.priority, got.attempts, got.last_error) == (
+            m.payload, m.priority, m.attempts, m.last_error,
+        ), (m, got)
+        assert (got.available_at, got.expires_at) == (m.available_at, m.expires_at), (m, got)
 
     @invariant()
     def stats_agree(self) -> None:

@@ -16,7 +16,6 @@ import typer
 from sqew import errors, locations, models
 from sqew.cli import output, params
 from sqew.cli.state import current
-from sqew.client.local import LocalClient
 
 app = typer.Typer(
     help="Mint, list and revoke API keys (on --db, without a key: the first key is made so).",
@@ -128,6 +127,8 @@ def open_access(
         raise errors.ValidationError(
             "give --yes: anyone who can reach a server on this database could use every queue"
         )
+    from sqew.client.local import LocalClient
+
     client = state.client
     assert isinstance(client, LocalClient)
     client.open_access()

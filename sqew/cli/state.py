@@ -15,7 +15,6 @@ import typer
 
 from sqew import errors, locations
 from sqew.client.base import Client
-from sqew.client.local import LocalClient
 
 
 class State:
@@ -63,6 +62,9 @@ class State:
                 raise errors.Unavailable(
                     "this sqew cannot talk to a server: sqew.client.http is not available"
                 ) from None
+        # Imported here: a command on a server (--url) has no use for the local service.
+        from sqew.client.local import LocalClient
+
         return LocalClient(self.db, create=self.create, read_only=_read_only(self.db))
 
     def close(self) -> None:

@@ -21,7 +21,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -44,15 +43,9 @@ def sqew_binary() -> str:
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    """This process's environment without any ``SQEW_*`` variable, plus ``extra``.
-
-    Bytecode caching is switched on (into a directory of its own under the system temp dir,
-    never the source tree): with ``PYTHONDONTWRITEBYTECODE`` set, every ``sqew`` run would
-    compile sqew's modules again, about a quarter of the cost of a short command.
-    """
+    """This process's environment without any ``SQEW_*`` variable, plus ``extra`` (bytecode
+    caching as ``tests/conftest.py`` set it up)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SQEW_")}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "sqew-cli-tests-pycache")
     env["COLUMNS"] = "200"  # wide tables: human output is not cut mid-value
     env.update(extra)
     return env
