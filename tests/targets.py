@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import random
 import shutil
 import tempfile
@@ -134,19 +135,13 @@ def sqlite(directory: Path) -> Store:
     return Store(str(path), sqlite_path=path)
 
 
-_template_lock = threading.Lock()
-_template: list[Path] = []
-
-
+@functools.cache
 def _sqlite_template() -> Path:
     """An empty, migrated, closed SQLite database of this process (made on first use)."""
-    with _template_lock:
-        if not _template:
-            path = Path(tempfile.mkdtemp(prefix="sqew-template-")) / "template.db"
-            sqew.LocalClient(str(path)).close()
-            atexit.register(shutil.rmtree, path.parent, True)
-            _template.append(path)
-        return _template[0]
+    path = Path(tempfile.mkdtemp(prefix="sqew-template-")) / "template.db"
+    sqew.LocalClient(str(path)).close()
+    atexit.register(shutil.rmtree, path.parent, True)
+    return path
 
 
 def postgres(directory: Path) -> Store:

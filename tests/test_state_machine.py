@@ -349,13 +349,13 @@ class QueueMachine(RuleBasedStateMachine):
     # --- invariants -----------------------------------------------------------------------------
     @invariant()
     def every_message_is_exactly_where_the_model_says(self) -> None:
-        # Every stored message, read by a scan of the queue and of its DLQ (a page of up to
-        # 1,000 each: a few round trips a step, where reading each message by id would cost
-        # one per message); ``get_message`` is checked on the first and last of each home.
+        # Every stored message, read by an export (scan pages of 1,000) of the queue and of
+        # its DLQ: a few round trips a step, where reading each message by id would cost one
+        # per message; ``get_message`` is checked on the first and last of each home.
         self.read()
         for loc, source, name in (("q", "queue", Q), ("dlq", "dlq", DLQ)):
             expected = {m.id: m for m in self.msgs.values() if m.loc == loc}
-            stored = self.scanned(source)
+            stored = {m.id: m for m in self.client.export(Q, source=source)}
             assert sorted(stored) == sorted(expected), (loc, sorted(stored), sorted(expected))
             for msg_id, got in stored.items():
                 self.assert_stored(expected[msg_id], got)
@@ -371,17 +371,6 @@ class QueueMachine(RuleBasedStateMachine):
                 except errors.MessageNotFound:
                     continue
                 raise AssertionError(f"message {m.id} ({m.loc}) found in {name}")
-
-    def scanned(self, source: str) -> dict[int, sqew.Message]:
-        """Every message of ``Q``'s ``source`` (``queue`` or ``dlq``) by id, page by page."""
-        found: dict[int, sqew.Message] = {}
-        after: int | None = None
-        while True:
-            page = self.client.scan(Q, source=source, after_id=after, limit=1000)
-            found.update((m.id, m) for m in page.messages)
-            if page.next_after_id is None:
-                return found
-            after = page.next_after_id
 
     @staticmethod
     def assert_stored(m: Msg, got: sqew.Message) -> None:
