@@ -1,0 +1,149 @@
+"""A fork server for the CLI tests: each ``sqew`` run is a new process forked from one that has
+already imported the CLI, instead of a new interpreter importing it all again.
+
+Most of a short ``sqew`` command's time is its imports (typer, rich, SQLAlchemy, alembic,
+httpx: about half a second of CPU), and the CLI tests run about a thousand of them. Chromium's
+zygote and Mercurial's chg solve the same problem the same way. A run is still a process of
+its own: it gets the test's argv, environment, working directory and stdin/stdout/stderr,
+runs the console script's ``sqew.cli:main`` and leaves through the interpreter's normal exit
+(atexit handlers, threads joined, streams flushed), and the test gets its exit status,
+negative when a signal ended it, as from ``subprocess``.
+
+What differs from starting the binary: the import of sqew happened earlier, with the fork
+server's environment. sqew reads its environment when a command runs, never at import, and
+the tests that are about starting a process (signals, ``sqew serve``, the quick start) start
+the real binary. ``SQEW_TEST_FORKSERVER=0`` makes every run start the binary.
+
+Protocol, one connection per run: the test sends a length-prefixed JSON request with three
+descriptors (stdin, stdout, stderr) attached; the server answers with the run's PID (a line),
+then, when it has ended, its exit status (a line).
+
+Run as ``python forkserver.py SOCKET`` with a pipe as stdin; it serves until that pipe ends
+(the test process closed it, or died) or until it is killed by its PID.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import selectors
+import signal
+import socket
+import struct
+import sys
+from typing import Any
+
+HEADER = struct.Struct("!I")
+MAX_REQUEST = 1 << 20
+
+
+def preload() -> None:
+    """Import every sqew module a command may load (all but the Spark ones), and what the
+    libraries import on first use: typer's parameter adapters, rich's emoji table, httpx's
+    transport."""
+    import importlib
+    import pkgutil
+
+    import sqew
+
+    for module in pkgutil.walk_packages(sqew.__path__, "sqew."):
+        if not module.name.startswith("sqew.spark"):
+            importlib.import_module(module.name)
+    for name in ("typer._adapters", "rich._emoji_codes", "httpx", "httpcore", "h11", "certifi",
+                 "encodings.idna"):
+        importlib.import_module(name)
+
+
+def serve(path: str) -> None:
+    """Accept runs on the Unix socket ``path`` until stdin ends; each is handled in a child."""
+    preload()
+    # Without this, a run's first full collection (and its exit) would write to every object
+    # the imports made, copying each page of the shared heap: as much CPU as the imports.
+    gc.freeze()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    signal.signal(signal.SIGCHLD, _reap)
+    print("ready", flush=True)
+    events = selectors.DefaultSelector()
+    events.register(listener, selectors.EVENT_READ)
+    events.register(sys.stdin, selectors.EVENT_READ)
+    while True:
+        ready = {key.fileobj for key, _ in events.select()}
+        if sys.stdin in ready:
+            return  # the test process has gone: so do we (runs in progress finish)
+        if listener not in ready:
+            continue
+        conn, _ = listener.accept()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        if os.fork() == 0:
+            listener.close()
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the handler waits for its run
+            _handle(conn)  # returns only in the run's process, see ``_run``
+            return
+        conn.close()
+
+
+def _reap(signum: int, frame: object) -> None:
+    """Wait for the handlers that ended (their CPU time then counts as this server's)."""
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        pass
+
+
+def _handle(conn: socket.socket) -> None:
+    """Read one request, fork the run, report its PID and then its exit status."""
+    request, fds = _receive(conn)
+    pid = os.fork()
+    if pid == 0:
+        conn.close()
+        _become(request, fds)
+        return  # the run's process leaves ``serve`` and exits as a script does
+    for fd in fds:
+        os.close(fd)
+    try:
+        conn.sendall(f"{pid}\n".encode())
+        _, status = os.waitpid(pid, 0)
+        conn.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
+    finally:
+        os._exit(0)
+
+
+def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
+    head, fds, _, _ = socket.recv_fds(conn, HEADER.size, 3)
+    (size,) = HEADER.unpack(head)
+    if len(fds) != 3 or size > MAX_REQUEST:
+        os._exit(2)
+    body = b""
+    while len(body) < size:
+        chunk = conn.recv(size - len(body))
+        if not chunk:
+            os._exit(2)
+        body += chunk
+    return json.loads(body), fds
+
+
+def _become(request: dict[str, Any], fds: list[int]) -> None:
+    """Turn this process into ``sqew ARGV`` as the request describes it, then run it.
+
+    Never returns: ``SystemExit`` (or any other exception) leaves through every frame, so
+    the interpreter exits as the console script would, with the status ``main`` gave.
+    """
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.argv = [request["binary"], *request["argv"]]
+    from sqew.cli import main
+
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1])
