@@ -223,10 +223,14 @@ class PgServer:
         return psycopg.connect(self.conninfo(dbname), **kwargs)
 
     def create_database(self, name: str, template: str | None = None) -> None:
-        """``CREATE DATABASE name [TEMPLATE template]`` (names are ours: plain identifiers)."""
+        """``CREATE DATABASE name [TEMPLATE template]`` (names are ours: plain identifiers).
+
+        A clone copies the template's files (``STRATEGY FILE_COPY``) rather than logging
+        each block: half the time for a small database, and with ``fsync`` off the
+        checkpoint it needs is cheap."""
         with self.connect() as conn:
             conn.execute(f'CREATE DATABASE "{name}"'
-                         + (f' TEMPLATE "{template}"' if template else ""))
+                         + (f' TEMPLATE "{template}" STRATEGY FILE_COPY' if template else ""))
 
     def drop_database(self, name: str) -> None:
         """``DROP DATABASE IF EXISTS name WITH (FORCE)``: its leftover sessions are ended."""

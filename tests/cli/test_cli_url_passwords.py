@@ -75,7 +75,8 @@ def test_the_start_log_and_the_serving_line_hide_the_sslpassword(tmp_path: Path)
         try:
             out, err = proc.communicate(timeout=30)
         finally:
-            proc.kill()
+            proc.kill()  # by its PID, if it has not stopped (then the test fails above)
+            proc.wait(30)
             cluster.drop(name)
     assert SECRET not in announced + out + err
     (start,) = [json.loads(line) for line in err.splitlines() if '"event":"start"' in line]
