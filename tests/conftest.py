@@ -10,6 +10,7 @@ reads.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import tempfile
@@ -33,6 +34,35 @@ from targets import TARGETS, ServerThread, Target, TargetSpec, server_settings  
 
 import sqew  # noqa: E402
 from sqew.core.clock import Clock, ManualClock, system_clock  # noqa: E402
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Freeze the garbage collector's view of everything imported and collected so far.
+
+    A server started in this process (``ServerThread``, hundreds of them) tunes the collector
+    for serving with a full collection and a freeze, unless the process has frozen already
+    (``sqew.server.gc_tuning``): here that collection would scan the whole test process each
+    time, a quarter of a second per server."""
+    gc.collect()
+    gc.freeze()
+
+
+@pytest.hookimpl(trylast=True)  # after tests/spark/conftest.py has grouped the Spark tests
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Collect the longest work first: the Spark group (one worker runs all of it), then the
+    tests marked ``slow`` and the state machines. ``pytest -n N --dist loadgroup`` hands out
+    work in collection order, so the long poles start while the other workers run the many
+    short tests, instead of one worker running them alone at the end."""
+
+    def rank(item: pytest.Item) -> int:
+        group = item.get_closest_marker("xdist_group")
+        if group is not None and group.args[:1] == ("spark",):
+            return 0
+        if item.get_closest_marker("slow") is not None or "state_machine" in item.nodeid:
+            return 1
+        return 2
+
+    items.sort(key=rank)  # stable: the order within each rank is kept
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -4,9 +4,11 @@ database per test.
 ``cluster()`` starts this process's server the first time a test needs one (each pytest-xdist
 worker has its own), creates ``sqew_template`` and migrates it with ``sqew db upgrade --db
 postgresql+psycopg://…`` (the CLI, as a user would); ``Cluster.new_database()`` clones it
-(``CREATE DATABASE t_<n> TEMPLATE sqew_template``) and ``drop`` removes a clone, ending its
-leftover sessions. The server stops at the end of the session (the ``_postgres_stops``
-fixture in ``tests/conftest.py``) or at exit, however the tests ended.
+(``CREATE DATABASE t_<n> TEMPLATE sqew_template``), or hands out a clone an earlier test gave
+back, and ``drop`` gives one back: its sessions ended, emptied to the template's state
+(``Pristine``), or dropped when a test changed its schema. The server stops at the end of
+the session (the ``_postgres_stops`` fixture in ``tests/conftest.py``) or at exit, however
+the tests ended.
 
 When PostgreSQL cannot run here (no server binaries, no psycopg), a test that needs it is
 skipped, unless ``SQEW_REQUIRE_POSTGRES`` is set, as ``./scripts/test`` sets it when it
@@ -60,17 +62,103 @@ def server_or_skip() -> None:
         skip_or_fail(reason)
 
 
+# What a database's schema is: tables, columns, indexes, triggers, functions, schemas,
+# privileges and per-database settings, as one digest. A database given back is reused only
+# while its digest is the template's (a test that altered it gets a fresh clone instead).
+FINGERPRINT = """
+SELECT md5(coalesce(string_agg(item, E'\\n' ORDER BY item), '')) FROM (
+    SELECT format('c %s.%s %s %s %s', table_name, column_name, data_type, column_default,
+                  is_nullable) AS item
+      FROM information_schema.columns WHERE table_schema = 'public'
+    UNION ALL SELECT 'i ' || indexdef FROM pg_indexes WHERE schemaname = 'public'
+    UNION ALL SELECT 't ' || tgname || ' ' || tgrelid::regclass::text
+      FROM pg_trigger WHERE NOT tgisinternal
+    UNION ALL SELECT 'p ' || p.oid::regprocedure::text
+      FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+     WHERE n.nspname NOT LIKE 'pg\\_%' AND n.nspname <> 'information_schema'
+    UNION ALL SELECT 'n ' || nspname || ' ' || coalesce(nspacl::text, '') FROM pg_namespace
+     WHERE nspname NOT LIKE 'pg\\_%' AND nspname <> 'information_schema'
+    UNION ALL SELECT 'a ' || relname || ' ' || relkind::text || ' ' || coalesce(relacl::text, '')
+      FROM pg_class WHERE relnamespace = 'public'::regnamespace
+    UNION ALL SELECT 'd ' || coalesce(datacl::text, '') || ' ' || datdba::text
+      FROM pg_database WHERE datname = current_database()
+    UNION ALL SELECT 's ' || array_to_string(setconfig, ',') FROM pg_db_role_setting
+     WHERE setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())
+) items
+"""
+
+
+@dataclass(frozen=True)
+class Pristine:
+    """The migrated template as a test finds it: its schema digest, its rows (the tables
+    migrations fill) and its sequences, to put a used database back to."""
+
+    fingerprint: str
+    tables: tuple[str, ...]
+    rows: dict[str, str]  # table -> its rows as a JSON array (tables with rows only)
+    sequences: dict[str, tuple[int, bool]]  # sequence -> (value, is_called) for setval
+
+    @classmethod
+    def of(cls, conn: Any) -> Pristine:
+        """Read it from ``conn`` (a session on the template)."""
+        tables = tuple(r[0] for r in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1"))
+        rows = {}
+        for table in tables:
+            (data,) = conn.execute(f'SELECT json_agg(t)::text FROM "{table}" t').fetchone()
+            if data is not None:
+                rows[table] = data
+        sequences = {
+            name: (last if last is not None else start, last is not None)
+            for name, last, start in conn.execute(
+                "SELECT schemaname || '.' || sequencename, last_value, start_value "
+                "FROM pg_sequences WHERE schemaname = 'public'")
+        }
+        (fingerprint,) = conn.execute(FINGERPRINT).fetchone()
+        return cls(fingerprint, tables, rows, sequences)
+
+    def restore(self, conn: Any) -> bool:
+        """Empty the database of ``conn`` and put the template's rows and sequences back;
+        False (nothing done) when its schema is no longer the template's."""
+        if conn.execute(FINGERPRINT).fetchone() != (self.fingerprint,):
+            return False
+        with conn.transaction():
+            conn.execute("TRUNCATE " + ", ".join(f'"{t}"' for t in self.tables)
+                         + " RESTART IDENTITY CASCADE")
+            for table, data in self.rows.items():
+                conn.execute(f'INSERT INTO "{table}" SELECT * FROM '
+                             f'json_populate_recordset(NULL::"{table}", %s::json)', (data,))
+            for name, (value, called) in self.sequences.items():
+                conn.execute("SELECT setval(%s, %s, %s)", (name, value, called))
+        return True
+
+
 @dataclass
 class Cluster:
-    """This process's server and its migrated template database."""
+    """This process's server and its migrated template database.
+
+    A test's database is a clone of the template, or a database an earlier test gave back
+    and ``drop`` emptied: its sessions ended, every table truncated, the template's rows
+    and sequences put back (a few milliseconds, where a clone and a drop take a tenth of a
+    second or more). Reuse needs the schema unchanged; otherwise ``drop`` drops it.
+    """
 
     server: pgserver.PgServer
+    pristine: Pristine
     _names: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    _free: list[str] = field(default_factory=list)
+    _made: set[str] = field(default_factory=set)  # the clones new_database made
+    _mutex: threading.Lock = field(default_factory=threading.Lock)
 
     def new_database(self) -> str:
-        """A fresh migrated database (a clone of the template); returns its name."""
+        """A fresh migrated database (empty as the template is); returns its name."""
+        with self._mutex:
+            if self._free:
+                return self._free.pop()
         name = f"t_{next(self._names)}"
         self.server.create_database(name, template=TEMPLATE)
+        with self._mutex:
+            self._made.add(name)
         return name
 
     def url(self, name: str) -> str:
@@ -78,9 +166,28 @@ class Cluster:
         return self.server.url(name)
 
     def drop(self, name: str) -> None:
-        """Drop a database made by ``new_database`` (its sessions are ended first)."""
-        if self.server.running:
+        """Give back a database made by ``new_database``: its sessions are ended, then it is
+        emptied for the next test, or dropped if its schema changed (any other database is
+        dropped)."""
+        if not self.server.running:
+            return
+        if name in self._made and self._emptied(name):
+            with self._mutex:
+                self._free.append(name)
+        else:
             self.server.drop_database(name)
+
+    def _emptied(self, name: str) -> bool:
+        import psycopg
+
+        try:
+            with self.server.connect(name) as conn:
+                conn.execute("SET lock_timeout = '10s'")
+                conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                             "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+                return self.pristine.restore(conn)
+        except psycopg.Error:
+            return False
 
 
 _lock = threading.Lock()
@@ -117,10 +224,12 @@ def _make() -> Cluster:
         server.start()
         server.create_database(TEMPLATE)
         upgrade(server.url(TEMPLATE))
+        with server.connect(TEMPLATE) as conn:
+            pristine = Pristine.of(conn)
     except BaseException:
         server.destroy()
         raise
-    return Cluster(server)
+    return Cluster(server, pristine)
 
 
 def upgrade(url: str) -> None:

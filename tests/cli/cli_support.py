@@ -12,20 +12,14 @@ shared server), expect ids as ``sqew.id(1)`` (the first message this test create
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import functools
 import itertools
 import json
 import os
 import re
-import shutil
 import signal
-import socket
-import struct
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -33,18 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import cli_runs
+from cli_runs import sqew_binary
 from process_support import TIMEOUT_S, Lines, foreground, parked
 
 import sqew as sqew_lib
 
 SERVE_START_S = 30
 SERVE_STOP_S = 10
-
-
-def sqew_binary() -> str:
-    """The installed console script (the venv's, next to this interpreter, if not on PATH)."""
-    beside = Path(sys.executable).parent / "sqew"
-    return str(beside) if beside.exists() else (shutil.which("sqew") or str(beside))
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -76,85 +66,12 @@ class Result:
 
 def run_sqew(argv: Sequence[str], *, cwd: Path, env: dict[str, str],
              stdin: str | bytes | None = None) -> Result:
-    """Run ``sqew`` once with ``argv``: a process forked by the fork server (``forkserver``),
-    or the binary itself when ``SQEW_TEST_FORKSERVER=0``."""
+    """Run ``sqew`` once with ``argv`` (``cli_runs.run``: a process forked by the tests' fork
+    server, or the binary itself when ``SQEW_TEST_FORKSERVER=0``)."""
     data = stdin.encode() if isinstance(stdin, str) else stdin
-    if os.environ.get("SQEW_TEST_FORKSERVER", "1") == "0":
-        proc = subprocess.run(
-            [sqew_binary(), *argv], input=data, capture_output=True, cwd=cwd, env=env,
-            timeout=TIMEOUT_S, check=False,
-        )
-        returncode, out, err = proc.returncode, proc.stdout, proc.stderr
-    else:
-        returncode, out, err = forkserver_client().run(argv, cwd=cwd, env=env, stdin=data)
+    returncode, out, err = cli_runs.run(argv, cwd=cwd, env=env, stdin=data)
     return Result(list(argv), returncode, out.decode(errors="replace"),
                   err.decode(errors="replace"))
-
-
-class ForkServer:
-    """The test process's fork server (``forkserver.py`` in a subprocess), started on first
-    use, stopped by its PID when the test process exits. Its stdin is a pipe this process
-    never writes to: if the test process dies without stopping it, the server reads the
-    end of that pipe and exits."""
-
-    def __init__(self) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="sqew-forkserver-"))
-        self.socket = str(self.dir / "socket")
-        self.proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).with_name("forkserver.py")), self.socket],
-            env=clean_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            preexec_fn=foreground,
-        )
-        assert self.proc.stdout is not None
-        ready = self.proc.stdout.readline()
-        if ready != b"ready\n":
-            self.stop()
-            raise RuntimeError(f"the CLI fork server did not start: {ready!r}")
-        atexit.register(self.stop)
-
-    def run(self, argv: Sequence[str], *, cwd: Path, env: dict[str, str],
-            stdin: bytes | None) -> tuple[int, bytes, bytes]:
-        """Run ``sqew argv``; its exit status, stdout and stderr. A run still going after
-        ``TIMEOUT_S`` is killed by its PID and raises ``subprocess.TimeoutExpired``."""
-        request = json.dumps({"binary": sqew_binary(), "argv": list(argv), "cwd": str(cwd),
-                              "env": env}).encode()
-        with contextlib.ExitStack() as stack:
-            files = [stack.enter_context(tempfile.TemporaryFile()) for _ in range(3)]
-            files[0].write(stdin or b"")
-            files[0].seek(0)
-            conn = stack.enter_context(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
-            conn.settimeout(TIMEOUT_S)
-            conn.connect(self.socket)
-            socket.send_fds(conn, [struct.pack("!I", len(request))],
-                            [f.fileno() for f in files])
-            conn.sendall(request)
-            reader = stack.enter_context(conn.makefile("rb"))
-            pid = int(reader.readline())
-            try:
-                returncode = int(reader.readline())
-            except (TimeoutError, ValueError):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-                raise subprocess.TimeoutExpired(["sqew", *argv], TIMEOUT_S) from None
-            for f in files[1:]:
-                f.seek(0)  # the run wrote through its own descriptor of the same file
-            return returncode, files[1].read(), files[2].read()
-
-    def stop(self) -> None:
-        """End the server by its PID (runs in progress finish on their own)."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(TIMEOUT_S)
-        for pipe in (self.proc.stdin, self.proc.stdout):
-            if pipe is not None:
-                pipe.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
-@functools.cache
-def forkserver_client() -> ForkServer:
-    """This test process's ``ForkServer``."""
-    return ForkServer()
 
 
 class Sqew:

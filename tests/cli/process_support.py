@@ -5,27 +5,14 @@ end it by its PID."""
 from __future__ import annotations
 
 import contextlib
-import signal
 import subprocess
 
+from cli_runs import TIMEOUT_S, foreground  # noqa: F401  (one timeout, one signal state)
 from server.support import Lines, parked  # noqa: F401  (the same readers as the server tests)
 
-TIMEOUT_S = 60  # per subprocess; a hung command fails its test instead of the suite
 LOG_WAITS = {"SQEW_CLI_LOG_LEVEL": "debug"}
 """A command run with these variables logs each long poll that starts and stops waiting on
 stderr (``parked`` counts them); shared servers log the same lines (``log_level=debug``)."""
-
-
-def foreground() -> None:
-    """In the forked child (``preexec_fn``): SIGINT and SIGTERM at their default, as a
-    terminal gives them to the command it runs in the foreground.
-
-    A process inherits an *ignored* signal across exec, and sqew, like any Unix program, leaves
-    ignored what it was started ignoring: a test suite started as a background job (``pytest
-    &`` in a script ignores SIGINT) would otherwise see every Ctrl-C test's command ignore it.
-    """
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, signal.SIG_DFL)
 
 
 def end(proc: subprocess.Popen[bytes]) -> None:

@@ -15,6 +15,7 @@ import pgserver
 import psutil
 import pytest
 
+import sqew
 from sqew import migrate
 
 pytestmark = pytest.mark.postgres
@@ -81,18 +82,39 @@ def test_a_failing_process_leaves_no_server_behind(tmp_path: Path) -> None:
     assert not Path(directory).exists()
 
 
-def test_each_test_database_is_a_fresh_migrated_clone() -> None:
+def test_each_test_database_is_migrated_and_as_empty_as_the_template() -> None:
     cluster = pg_support.cluster()
     first, second = cluster.new_database(), cluster.new_database()
+    left_open = None
     try:
         assert first != second
         for name in (first, second):
             with cluster.server.connect(name) as conn:
                 assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [
                     (migrate.head(),)]
+        with sqew.LocalClient(cluster.url(first)) as client:
+            client.create_queue("q")
+            assert client.enqueue("q", 1).message_id == 1
+        left_open = sqew.LocalClient(cluster.url(second))  # a session a test forgot
+        left_open.create_queue("q")
     finally:
         cluster.drop(first)
-        cluster.drop(second)
+        cluster.drop(second)  # ends the forgotten session too
+        if left_open is not None:
+            left_open.close()
+    again = cluster.new_database()  # a database given back, emptied for reuse
+    try:
+        assert again in (first, second)
+        with sqew.LocalClient(cluster.url(again)) as client:
+            assert client.list_queues() == []
+            client.create_queue("q")
+            assert client.enqueue("q", 1).message_id == 1  # ids start again
+        with cluster.server.connect(again) as conn:
+            assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [
+                (migrate.head(),)]
+            conn.execute("ALTER TABLE queues ADD COLUMN added_by_a_test int")
+    finally:
+        cluster.drop(again)
     with cluster.server.connect() as conn:
         names = {r[0] for r in conn.execute("SELECT datname FROM pg_database")}
-    assert first not in names and second not in names
+    assert again not in names  # its schema changed: dropped, never handed out again

@@ -15,16 +15,16 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
+import cli_runs
 import httpx
 from auth_support import bearer, create_queue, mint
 from targets import ServerThread
@@ -92,9 +92,7 @@ def test_open_access_on_the_file_opens_a_loopback_server_only(
 
 def sqew_cli(*args: str) -> subprocess.CompletedProcess[str]:
     """The installed ``sqew`` command."""
-    sqew = Path(sys.executable).parent / "sqew"
-    return subprocess.run([str(sqew), *args], capture_output=True, text=True, timeout=60,
-                          check=False)
+    return cli_runs.completed(args, cwd=os.getcwd(), env=dict(os.environ))
 
 
 def test_require_auth_with_no_key_refuses_all_but_the_open_routes(

@@ -18,12 +18,13 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import cli_runs
 import httpx
 
 from sqew.settings.docs_table import TABLE_BEGIN, TABLE_END, markdown_table
 from sqew.settings.fields import FIELDS
 
-from .support import SQEW_BIN, serve
+from .support import serve
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_S = 60
@@ -33,8 +34,7 @@ def sqew(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
          ) -> subprocess.CompletedProcess[str]:
     """``sqew`` in a subprocess, with no ``SQEW_*`` of the test process."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("SQEW_")}
-    return subprocess.run([str(SQEW_BIN), *args], env={**clean, **(env or {})}, cwd=cwd,
-                          capture_output=True, text=True, timeout=RUN_S, check=False)
+    return cli_runs.completed(args, cwd=cwd or os.getcwd(), env={**clean, **(env or {})})
 
 
 def printed(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:

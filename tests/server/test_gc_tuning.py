@@ -21,11 +21,16 @@ from sqew.settings import Settings
 
 @pytest.fixture
 def gc_state() -> Iterator[tuple[int, int, int]]:
-    """A threshold of the test's own, put back (with the freeze) after the test."""
+    """A threshold of the test's own and nothing frozen (tests/conftest.py freezes what the
+    test process collected), both put back after the test."""
     before = gc.get_threshold()
+    frozen = gc.get_freeze_count()
+    gc.unfreeze()
     gc.set_threshold(701, 11, 12)
     yield gc.get_threshold()
     gc.set_threshold(*before)
+    if frozen:
+        gc.freeze()
 
 
 def test_serving_tunes_the_collector_and_stopping_restores_it(

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import cli_runs
 import httpx
 import msgspec
 import pytest
@@ -27,7 +28,7 @@ from hypothesis import strategies as st
 import sqew
 from sqew import errors, jsonlimits
 
-from .support import SQEW_BIN, envelope
+from .support import envelope
 
 DEEP = 1000  # what made decoders raise RecursionError (a 500 over REST)
 
@@ -326,8 +327,7 @@ def test_what_enqueue_takes_is_polled_back_and_what_it_refuses_is_unreadable(
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """The installed ``sqew`` with ``args`` (no SQEW_* of the test process)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SQEW_")}
-    return subprocess.run([str(SQEW_BIN), *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=60, check=False)
+    return cli_runs.completed(args, cwd=cwd, env=env)
 
 
 @pytest.fixture(params=["db", "url"])

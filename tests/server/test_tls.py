@@ -18,13 +18,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import cli_runs
 import psutil
 import pytest
 import trustme
 
 from sqew import Client, errors
 
-from .support import SQEW_BIN, Served, serve
+from .support import Served, serve
 
 RUN_S = 60
 
@@ -60,8 +61,7 @@ def https(tls: Tls, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served
 def sqew(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """The ``sqew`` CLI in a subprocess (no ``SQEW_*`` of the test process)."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("SQEW_")}
-    return subprocess.run([str(SQEW_BIN), *args], env={**clean, **(env or {})},
-                          capture_output=True, text=True, timeout=RUN_S)
+    return cli_runs.completed(args, cwd=os.getcwd(), env={**clean, **(env or {})})
 
 
 def one_error_line(result: subprocess.CompletedProcess[str], status: int, start: str) -> str:

@@ -1,0 +1,132 @@
+"""Run the ``sqew`` command line from a test: as a process forked by the fork server
+(``forkserver.py``), or, with ``SQEW_TEST_FORKSERVER=0``, by starting the installed binary.
+
+``run`` is what every test helper that runs a short ``sqew`` command calls
+(``tests/cli/cli_support.py`` and the server tests' ``cli`` helpers); tests about how a
+process starts or stops (signals, ``sqew serve``) start the binary themselves.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import functools
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+TIMEOUT_S = 60  # per run; a hung command fails its test instead of the suite
+
+
+def sqew_binary() -> str:
+    """The installed console script (the venv's, next to this interpreter, if not on PATH)."""
+    beside = Path(sys.executable).parent / "sqew"
+    return str(beside) if beside.exists() else (shutil.which("sqew") or str(beside))
+
+
+def run(argv: Sequence[str], *, cwd: Path | str, env: dict[str, str],
+        stdin: bytes | None = None) -> tuple[int, bytes, bytes]:
+    """Run ``sqew argv`` in ``cwd`` with exactly the environment ``env`` and ``stdin`` (empty
+    if None); its exit status (negative: the signal that ended it), stdout and stderr. A run
+    still going after ``TIMEOUT_S`` is killed by its PID (``subprocess.TimeoutExpired``)."""
+    if os.environ.get("SQEW_TEST_FORKSERVER", "1") == "0":
+        proc = subprocess.run([sqew_binary(), *argv], input=stdin or b"", capture_output=True,
+                              cwd=cwd, env=env, timeout=TIMEOUT_S, check=False)
+        return proc.returncode, proc.stdout, proc.stderr
+    return fork_server().run(argv, cwd=cwd, env=env, stdin=stdin)
+
+
+def completed(argv: Sequence[str], *, cwd: Path | str, env: dict[str, str],
+              stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``run`` with text in and out, as ``subprocess.run(..., text=True)`` returns it."""
+    returncode, out, err = run(argv, cwd=cwd, env=env,
+                               stdin=None if stdin is None else stdin.encode())
+    return subprocess.CompletedProcess([sqew_binary(), *argv], returncode,
+                                       out.decode(errors="replace"),
+                                       err.decode(errors="replace"))
+
+
+class ForkServer:
+    """The test process's fork server (``forkserver.py`` in a subprocess), started on first
+    use, stopped by its PID when the test process exits. Its stdin is a pipe this process
+    never writes to: if the test process dies without stopping it, the server reads the
+    end of that pipe and exits."""
+
+    def __init__(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="sqew-forkserver-"))
+        self.socket = str(self.dir / "socket")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("forkserver.py")), self.socket],
+            env={k: v for k, v in os.environ.items() if not k.startswith("SQEW_")},
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, preexec_fn=foreground,
+        )
+        assert self.proc.stdout is not None
+        ready = self.proc.stdout.readline()
+        if ready != b"ready\n":
+            self.stop()
+            raise RuntimeError(f"the CLI fork server did not start: {ready!r}")
+        atexit.register(self.stop)
+
+    def run(self, argv: Sequence[str], *, cwd: Path | str, env: dict[str, str],
+            stdin: bytes | None) -> tuple[int, bytes, bytes]:
+        """Run ``sqew argv``; its exit status, stdout and stderr. A run still going after
+        ``TIMEOUT_S`` is killed by its PID and raises ``subprocess.TimeoutExpired``."""
+        request = json.dumps({"binary": sqew_binary(), "argv": list(argv), "cwd": str(cwd),
+                              "env": env}).encode()
+        with contextlib.ExitStack() as stack:
+            files = [stack.enter_context(tempfile.TemporaryFile()) for _ in range(3)]
+            files[0].write(stdin or b"")
+            files[0].seek(0)
+            conn = stack.enter_context(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
+            conn.settimeout(TIMEOUT_S)
+            conn.connect(self.socket)
+            socket.send_fds(conn, [struct.pack("!I", len(request))],
+                            [f.fileno() for f in files])
+            conn.sendall(request)
+            reader = stack.enter_context(conn.makefile("rb"))
+            pid = int(reader.readline())
+            try:
+                returncode = int(reader.readline())
+            except (TimeoutError, ValueError):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                raise subprocess.TimeoutExpired(["sqew", *argv], TIMEOUT_S) from None
+            for f in files[1:]:
+                f.seek(0)  # the run wrote through its own descriptor of the same file
+            return returncode, files[1].read(), files[2].read()
+
+    def stop(self) -> None:
+        """End the server by its PID (runs in progress finish on their own)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(TIMEOUT_S)
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                pipe.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@functools.cache
+def fork_server() -> ForkServer:
+    """This test process's ``ForkServer``."""
+    return ForkServer()
+
+
+def foreground() -> None:
+    """In the forked child (``preexec_fn``): SIGINT and SIGTERM at their default, as a
+    terminal gives them to the command it runs in the foreground.
+
+    A process inherits an *ignored* signal across exec, and sqew, like any Unix program, leaves
+    ignored what it was started ignoring: a test suite started as a background job (``pytest
+    &`` in a script ignores SIGINT) would otherwise see every Ctrl-C test's command ignore it.
+    """
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
