@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import functools
 import json
 import os
 import shutil
@@ -20,6 +19,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -114,10 +114,17 @@ class ForkServer:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-@functools.cache
+_server: ForkServer | None = None
+_starting = threading.Lock()
+
+
 def fork_server() -> ForkServer:
-    """This test process's ``ForkServer``."""
-    return ForkServer()
+    """This test process's ``ForkServer`` (one, though tests run commands from threads)."""
+    global _server
+    with _starting:
+        if _server is None:
+            _server = ForkServer()
+        return _server
 
 
 def foreground() -> None:
