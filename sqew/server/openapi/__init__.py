@@ -1,4 +1,4 @@
-"""The OpenAPI document of the app, and ``python -m sqew.server.openapi`` to write it.
+"""The OpenAPI document of the app (``python -m sqew.server.openapi`` writes it: ``generate``).
 
 Litestar describes paths and success responses from the handlers. What it cannot see, or says
 loosely, is written here from the same app: request bodies (handlers decode the raw body
@@ -12,13 +12,13 @@ handler names in ``opt["refusals"]``, by status. The document says every rule th
 a request it calls valid is refused only for one of those.
 ``docs/openapi.yaml`` is this document; a test fails when the two drift.
 
-Usage: ``python -m sqew.server.openapi [--check] [PATH]`` (default ``docs/openapi.yaml``).
+This package knows the app only as the Litestar object it is given: ``generate``, the command,
+builds the app and writes its document.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 import types
 import typing
 from pathlib import Path
@@ -36,7 +36,7 @@ from litestar.typing import FieldDefinition
 
 from sqew import __version__, errors, models
 
-DEFAULT_PATH = Path(__file__).resolve().parents[2] / "docs" / "openapi.yaml"
+DEFAULT_PATH = Path(__file__).resolve().parents[3] / "docs" / "openapi.yaml"
 REF = "#/components/schemas/{name}"
 
 DESCRIPTION = """\
@@ -315,27 +315,3 @@ def render(app: Litestar) -> str:
 
     body = yaml.dump(document(app), Dumper=Dumper, sort_keys=False, allow_unicode=True, width=100)
     return header + str(body)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Write (or with ``--check``, compare) the OpenAPI document; returns an exit status."""
-    from sqew.server.app import create_app
-
-    args = list(sys.argv[1:] if argv is None else argv)
-    check = "--check" in args
-    paths = [a for a in args if a != "--check"]
-    path = Path(paths[0]) if paths else DEFAULT_PATH
-    text = render(create_app())
-    if check:
-        current = path.read_text() if path.exists() else ""
-        if current != text:
-            sys.stderr.write(f"{path} is out of date: run `python -m sqew.server.openapi`\n")
-            return 1
-        return 0
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

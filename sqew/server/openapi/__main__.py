@@ -1,0 +1,9 @@
+"""``python -m sqew.server.openapi``: see ``sqew.server.openapi.generate``."""
+
+from __future__ import annotations
+
+import sys
+
+from sqew.server.openapi.generate import main
+
+sys.exit(main())
