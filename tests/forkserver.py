@@ -39,16 +39,16 @@ MAX_REQUEST = 1 << 20
 
 
 def preload() -> None:
-    """Import every sqew module a command may load (all but the Spark ones), and what the
-    libraries import on first use: typer's parameter adapters, rich's emoji table, httpx's
-    transport."""
+    """Import every sqew module a command may load (all but the Spark ones and the
+    ``python -m`` scripts), and what the libraries import on first use: typer's parameter
+    adapters, rich's emoji table, httpx's transport."""
     import importlib
     import pkgutil
 
     import sqew
 
     for module in pkgutil.walk_packages(sqew.__path__, "sqew."):
-        if not module.name.startswith("sqew.spark"):
+        if not module.name.startswith("sqew.spark") and not module.name.endswith("__main__"):
             importlib.import_module(module.name)
     for name in ("typer._adapters", "rich._emoji_codes", "httpx", "httpcore", "h11", "certifi",
                  "encodings.idna"):

@@ -6,4 +6,5 @@ import sys
 
 from sqew.server.openapi.generate import main
 
-sys.exit(main())
+if __name__ == "__main__":
+    sys.exit(main())
