@@ -32,6 +32,12 @@ def sqew_binary() -> str:
     return str(beside) if beside.exists() else (shutil.which("sqew") or str(beside))
 
 
+def environment(**extra: str) -> dict[str, str]:
+    """This process's environment without any ``SQEW_*`` variable, plus ``extra``: what a
+    test's command starts from, so the suite's own settings never leak into it."""
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("SQEW_")}, **extra}
+
+
 def run(argv: Sequence[str], *, cwd: Path | str, env: dict[str, str],
         stdin: bytes | None = None) -> tuple[int, bytes, bytes]:
     """Run ``sqew argv`` in ``cwd`` with exactly the environment ``env`` and ``stdin`` (empty
@@ -65,7 +71,7 @@ class ForkServer:
         self.socket = str(self.dir / "socket")
         self.proc = subprocess.Popen(
             [sys.executable, str(Path(__file__).with_name("forkserver.py")), self.socket],
-            env={k: v for k, v in os.environ.items() if not k.startswith("SQEW_")},
+            env=environment(),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, preexec_fn=foreground,
         )
         assert self.proc.stdout is not None

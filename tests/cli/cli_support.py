@@ -38,12 +38,9 @@ SERVE_STOP_S = 10
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    """This process's environment without any ``SQEW_*`` variable, plus ``extra`` (bytecode
-    caching as ``tests/conftest.py`` set it up)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SQEW_")}
-    env["COLUMNS"] = "200"  # wide tables: human output is not cut mid-value
-    env.update(extra)
-    return env
+    """``cli_runs.environment`` with wide tables (human output is not cut mid-value), plus
+    ``extra``."""
+    return cli_runs.environment(**{"COLUMNS": "200", **extra})
 
 
 @dataclass

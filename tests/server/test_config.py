@@ -33,8 +33,8 @@ RUN_S = 60
 def sqew(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
          ) -> subprocess.CompletedProcess[str]:
     """``sqew`` in a subprocess, with no ``SQEW_*`` of the test process."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("SQEW_")}
-    return cli_runs.completed(args, cwd=cwd or os.getcwd(), env={**clean, **(env or {})})
+    return cli_runs.completed(args, cwd=cwd or os.getcwd(),
+                              env=cli_runs.environment(**(env or {})))
 
 
 def printed(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:

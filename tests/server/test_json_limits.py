@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -326,8 +325,7 @@ def test_what_enqueue_takes_is_polled_back_and_what_it_refuses_is_unreadable(
 # --- the CLI -------------------------------------------------------------------------------------
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """The installed ``sqew`` with ``args`` (no SQEW_* of the test process)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SQEW_")}
-    return cli_runs.completed(args, cwd=cwd, env=env)
+    return cli_runs.completed(args, cwd=cwd, env=cli_runs.environment())
 
 
 @pytest.fixture(params=["db", "url"])

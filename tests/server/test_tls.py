@@ -60,8 +60,7 @@ def https(tls: Tls, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served
 
 def sqew(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """The ``sqew`` CLI in a subprocess (no ``SQEW_*`` of the test process)."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("SQEW_")}
-    return cli_runs.completed(args, cwd=os.getcwd(), env={**clean, **(env or {})})
+    return cli_runs.completed(args, cwd=os.getcwd(), env=cli_runs.environment(**(env or {})))
 
 
 def one_error_line(result: subprocess.CompletedProcess[str], status: int, start: str) -> str:
