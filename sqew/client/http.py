@@ -22,6 +22,7 @@ from sqew.client import tls
 from sqew.client.arguments import convert, key_create, key_id, message_in, messages_in
 from sqew.client.base import Client
 from sqew.core import signing
+from sqew.models.typeinfo import build_now
 
 T = TypeVar("T")
 DEFAULT_TIMEOUT_S = 30.0
@@ -39,6 +40,9 @@ class _RawPayloads(msgspec.Struct):
     """An answer of messages read again for the payloads' exact text."""
 
     messages: list[_RawPayload]
+
+
+build_now([_RawPayloads])  # threads share a Client (see models.typeinfo)
 
 
 class HttpClient(Client):

@@ -123,6 +123,7 @@ from sqew.models.results import (
     Requeued,
     RequeueIn,
 )
+from sqew.models.typeinfo import build_now, structs_in
 
 __all__ = [
     "END_OF_TEXT",
@@ -223,3 +224,5 @@ __all__ = [
     "TtlMs",
     "VisibilityMs",
 ]
+
+build_now(structs_in(globals()))  # before any thread decodes one (see typeinfo)

@@ -30,6 +30,7 @@ from litestar.utils.scope.state import ScopeState
 
 from sqew import errors, jsonlimits, models
 from sqew.client.validation import SETTINGS_MODELS, every_problem, validation_error
+from sqew.models.typeinfo import build_now
 from sqew.server.protocols import CLIENT_GONE
 from sqew.settings import Settings
 
@@ -250,6 +251,9 @@ class _Payload(msgspec.Struct):
 
 class _Payloads(msgspec.Struct):
     messages: list[_Payload] = []
+
+
+build_now([_Payloads])  # see models.typeinfo
 
 
 def _integral_floats_as_ints(body: bytes) -> bytes | None:
