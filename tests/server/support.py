@@ -263,7 +263,8 @@ def serve(db: Path | str, *args: str, env: dict[str, str] | None = None) -> Iter
     clean = {k: v for k, v in os.environ.items() if not k.startswith("SQEW_")}
     proc = subprocess.Popen(
         [str(SQEW_BIN), "serve", "--db", str(db), "--port", "0", *args],
-        cwd=db.parent if isinstance(db, Path) else None, env={**clean, **(env or {})},
+        cwd=db.parent if isinstance(db, Path) else None,
+        env={**clean, "PYTHONFAULTHANDLER": "1", **(env or {})},  # for _show_stacks
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     assert proc.stderr is not None
@@ -273,6 +274,9 @@ def serve(db: Path | str, *args: str, env: dict[str, str] | None = None) -> Iter
         assert line.startswith(("sqew serving on http://127.0.0.1:",
                                 "sqew serving on https://127.0.0.1:")), line
         yield Served(proc, line.split("serving on ", 1)[1].split()[0], db, log)
+    except BaseException:
+        _show_stacks(proc, log)
+        raise
     finally:
         _kill_tree(proc, log)
 
@@ -288,6 +292,20 @@ def _first_line(proc: subprocess.Popen[str], log: Lines) -> str:
         _kill_tree(proc, log, close=False)
         raise AssertionError(f"sqew serve did not announce itself: {log.text()}")
     return got[0].strip()
+
+
+def _show_stacks(proc: subprocess.Popen[str], log: Lines) -> None:
+    """A test failed with the server up: print (for pytest's report) where each of its
+    processes is, by SIGABRT (``PYTHONFAULTHANDLER`` writes every thread's stack to stderr),
+    and the end of its stderr. A server that hangs on the way out shows where."""
+    with contextlib.suppress(psutil.NoSuchProcess):
+        for each in [*psutil.Process(proc.pid).children(recursive=True), psutil.Process(proc.pid)]:
+            with contextlib.suppress(psutil.NoSuchProcess, ProcessLookupError):
+                os.kill(each.pid, signal.SIGABRT)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(5)
+    log.finish(5)
+    print(f"--- the server's stderr, ending with its stacks ---\n{log.text()[-20_000:]}")
 
 
 def _kill_tree(proc: subprocess.Popen[str], log: Lines, *, close: bool = True) -> None:
