@@ -14,9 +14,27 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from sqew.models.typeinfo import build_now
+
 M = TypeVar("M")
 _TEXT = "_sqew_payload_text"
 _encode = msgspec.json.Encoder().encode
+
+
+class RawPayload(msgspec.Struct):
+    """A message (or an enqueue's body) read again for its payload's exact text, the other
+    fields ignored."""
+
+    payload: msgspec.Raw = msgspec.Raw(b"")
+
+
+class RawPayloads(msgspec.Struct):
+    """An answer of messages (or a batch enqueue's body) read again for the payloads' text."""
+
+    messages: list[RawPayload] = []
+
+
+build_now([RawPayloads])  # threads share a Client (see models.typeinfo)
 
 
 def keep_text(message: Any, text: str) -> None:

@@ -22,27 +22,11 @@ from sqew.client import tls
 from sqew.client.arguments import convert, key_create, key_id, message_in, messages_in
 from sqew.client.base import Client
 from sqew.core import signing
-from sqew.models.typeinfo import build_now
 
 T = TypeVar("T")
 DEFAULT_TIMEOUT_S = 30.0
 _encode = msgspec.json.Encoder().encode
 _ENVELOPE = msgspec.json.Decoder(dict[str, Any])
-
-
-class _RawPayload(msgspec.Struct):
-    """A message read again for its payload's exact text (the other fields ignored)."""
-
-    payload: msgspec.Raw
-
-
-class _RawPayloads(msgspec.Struct):
-    """An answer of messages read again for the payloads' exact text."""
-
-    messages: list[_RawPayload]
-
-
-build_now([_RawPayloads])  # threads share a Client (see models.typeinfo)
 
 
 class HttpClient(Client):
@@ -162,10 +146,10 @@ class HttpClient(Client):
         value = self._decode(type_, response, path)
         if isinstance(value, models.Message):
             messages: list[Any] = [value]
-            raws = [self._decode(_RawPayload, response, path)]
+            raws = [self._decode(payloads.RawPayload, response, path)]
         else:
             messages = value.messages  # type: ignore[attr-defined]
-            raws = list(self._decode(_RawPayloads, response, path).messages)
+            raws = list(self._decode(payloads.RawPayloads, response, path).messages)
         for m, raw in zip(messages, raws, strict=True):
             payloads.keep_text(m, bytes(raw.payload).decode())
         return value

@@ -30,7 +30,7 @@ from litestar.utils.scope.state import ScopeState
 
 from sqew import errors, jsonlimits, models
 from sqew.client.validation import SETTINGS_MODELS, every_problem, validation_error
-from sqew.models.typeinfo import build_now
+from sqew.payloads import RawPayload, RawPayloads
 from sqew.server.protocols import CLIENT_GONE
 from sqew.settings import Settings
 
@@ -245,26 +245,15 @@ def _decode(body: bytes, type_: type[T], *, rewritten: bool = False) -> T:
 _FLOAT_FOR_INT = re.compile(r"Expected `(int|int \| [^`]*)`, got `float`")
 
 
-class _Payload(msgspec.Struct):
-    payload: msgspec.Raw = msgspec.Raw(b"")
-
-
-class _Payloads(msgspec.Struct):
-    messages: list[_Payload] = []
-
-
-build_now([_Payloads])  # see models.typeinfo
-
-
 def _integral_floats_as_ints(body: bytes) -> bytes | None:
     """``body`` with every integral float outside payloads written as an integer; None when it
     cannot be read so (the original error then stands)."""
     try:
         value = msgspec.json.decode(body)
         if isinstance(value, dict) and "payload" in value:
-            value["payload"] = msgspec.json.decode(body, type=_Payload).payload
+            value["payload"] = msgspec.json.decode(body, type=RawPayload).payload
         elif isinstance(value, dict) and isinstance(value.get("messages"), list):
-            raw = msgspec.json.decode(body, type=_Payloads).messages
+            raw = msgspec.json.decode(body, type=RawPayloads).messages
             for item, kept in zip(value["messages"], raw, strict=True):
                 if isinstance(item, dict) and "payload" in item:
                     item["payload"] = kept.payload
