@@ -16,6 +16,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 # Bytecode caching on, for this process and every process the tests start (``sqew`` runs,
 # servers, Spark's Python workers, spawned consumers), into a directory of its own under the
@@ -47,7 +48,38 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     gc.freeze()
 
 
-@pytest.hookimpl(trylast=True)  # after tests/spark/conftest.py has grouped the Spark tests
+ONE_WORKER = {"tests/spark/": "spark"}
+"""Tests that share one worker under ``pytest -n N --dist loadgroup`` (``./scripts/test``),
+by the start of their node id: the Spark tests, since a Python process starts its JVM once,
+and each worker that ran Spark tests would start one (seconds of both cores, taken from the
+other workers), and a module's session is started again on every worker that runs one of its
+tests."""
+
+
+def one_worker_group(nodeid: str) -> str | None:
+    """The ``ONE_WORKER`` group of a test, if it is in one."""
+    for start, group in ONE_WORKER.items():
+        if nodeid.startswith(start):
+            return group
+    return None
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup``, grouping by ``ONE_WORKER``. (xdist's own groups, the
+    ``xdist_group`` mark, are lost under pytest 9: xdist renames a test by setting an attribute
+    that pytest 9 no longer reads, so every test stays a group of its own.)"""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Grouped(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return one_worker_group(nodeid) or nodeid
+
+    return Grouped(config, log)
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Collect the longest work first: the Spark group (one worker runs all of it), then the
     tests marked ``slow`` and the state machines. ``pytest -n N --dist loadgroup`` hands out
@@ -55,8 +87,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     short tests, instead of one worker running them alone at the end."""
 
     def rank(item: pytest.Item) -> int:
-        group = item.get_closest_marker("xdist_group")
-        if group is not None and group.args[:1] == ("spark",):
+        if one_worker_group(item.nodeid) is not None:
             return 0
         if item.get_closest_marker("slow") is not None or "state_machine" in item.nodeid:
             return 1

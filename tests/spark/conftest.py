@@ -55,15 +55,6 @@ def make_session(tmp: Path, master: str = "local[2]", *, register: bool = True,
     return spark
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under ``pytest -n N --dist loadgroup`` (``./scripts/test``) every Spark test runs on one
-    worker: a Python process starts its JVM once, and each worker that ran Spark tests would
-    start one (seconds of both cores, taken from the other workers)."""
-    for item in items:
-        if item.get_closest_marker("spark") is not None:
-            item.add_marker(pytest.mark.xdist_group("spark"))
-
-
 @pytest.fixture(scope="module")
 def spark_tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("spark")
