@@ -61,6 +61,14 @@ def test_the_wheel_ships_pysparks_discovery_module(wheel: Path) -> None:
         assert "DefaultSource" in zf.read("pyspark_sqew/__init__.py").decode()
 
 
+def test_the_wheel_ships_no_development_tool(wheel: Path) -> None:
+    """The benchmarks (``bench/``) and the fault-injection harness (``chaos/``) stay in the
+    repository."""
+    with zipfile.ZipFile(wheel) as zf:
+        tops = {n.split("/", 1)[0] for n in zf.namelist()}
+    assert not tops & {"bench", "chaos", "tests", "scripts"}, sorted(tops)
+
+
 def test_db_upgrade_works_from_a_non_editable_install(wheel: Path, tmp_path: Path) -> None:
     # A venv of its own with only the wheel installed in it; the dependencies (already in
     # the test venv) are reached through a .pth file rather than downloaded again. Paths a

@@ -1,0 +1,81 @@
+"""``python -m chaos SCENARIO|all [--minutes N | --long] [--json FILE] [--dir DIR]``.
+
+Runs each scenario (workload, faults, checker) and prints its figures; ``--list`` names the
+scenarios. Exit status 1 if the checker found any violation, 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from chaos import report
+from chaos.run import Run, execute
+from chaos.scenarios import SCENARIOS
+
+SHORT_S = 3.0
+"""The short form: a few seconds, a few faults (what the test suite runs)."""
+LONG_MINUTES = 3.0
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """The command line."""
+    p = argparse.ArgumentParser(prog="scripts/chaos", description=__doc__.split("\n\n")[0])
+    p.add_argument("scenario", nargs="?", help="a scenario's name, or all")
+    p.add_argument("--list", action="store_true", help="name the scenarios and stop")
+    p.add_argument("--minutes", type=float, help="run each scenario this long")
+    p.add_argument("--long", action="store_true", help=f"run each {LONG_MINUTES:g} minutes")
+    p.add_argument("--seconds", type=float, help="run each scenario this long (seconds)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--json", type=Path, help="write the figures as JSON to this file")
+    p.add_argument("--dir", type=Path, help="keep the run's files (db, journals, logs) here")
+    return p.parse_args(argv)
+
+
+def seconds_of(args: argparse.Namespace) -> float:
+    """How long each scenario runs."""
+    if args.seconds is not None:
+        return float(args.seconds)
+    if args.minutes is not None:
+        return float(args.minutes) * 60
+    return LONG_MINUTES * 60 if args.long else SHORT_S
+
+
+def main(argv: list[str]) -> int:
+    """Run the scenarios named; 1 if any violation was found."""
+    args = parse(argv)
+    if args.list:
+        for s in SCENARIOS.values():
+            print(f"{s.name:<15} {s.doc}")
+        return 0
+    if args.scenario is None or (args.scenario != "all" and args.scenario not in SCENARIOS):
+        print(f"error: name a scenario ({', '.join(SCENARIOS)}) or all", file=sys.stderr)
+        return 2
+    names = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
+    base = args.dir or Path(tempfile.mkdtemp(prefix="sqew-chaos-"))
+    results, status = [], 0
+    for name in names:
+        scenario = SCENARIOS[name]
+        run = Run(base / name, seconds_of(args), args.seed, scenario.server_workers)
+        began = time.monotonic()
+        summary = execute(run, name, scenario.inject)
+        took = time.monotonic() - began
+        print("\n".join(report.lines(summary, took, run.notes)), flush=True)
+        results.append(report.as_json(summary, took, run.notes))
+        status |= 0 if summary.ok else 1
+    print(report.dumps(results))
+    if args.json:
+        args.json.write_text(report.dumps(results))
+    if args.dir is None and status == 0:
+        shutil.rmtree(base, ignore_errors=True)
+    elif status:
+        print(f"the run's files are kept in {base}", file=sys.stderr)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,216 @@
+"""The processes of a run: ``sqew serve``, the workload processes, a lock holder. Each is
+started here and stopped by its PID (its children too); nothing is found by name."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from chaos import journal
+
+SQEW_BIN = Path(sys.executable).with_name("sqew")
+ROOT = Path(__file__).resolve().parents[1]
+START_S = 30.0
+STOP_S = 15.0
+
+
+def free_port() -> int:
+    """A port of 127.0.0.1 nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def kill_tree(proc: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
+    """``kill -9`` a process and every process under it, by PID, and reap it."""
+    children: list[psutil.Process] = []
+    with contextlib.suppress(psutil.NoSuchProcess):
+        children = psutil.Process(proc.pid).children(recursive=True)
+    for pid in [proc.pid, *(c.pid for c in children)]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(STOP_S)
+    psutil.wait_procs(children, timeout=STOP_S)
+
+
+def _env() -> dict[str, str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("SQEW_")}
+    return {**clean, "PYTHONPATH": str(ROOT)}
+
+
+@dataclass
+class Server:
+    """``sqew serve`` on a SQLite file and a fixed port of 127.0.0.1 (so a restart keeps its
+    URL), ``workers`` processes."""
+
+    db: Path
+    log: Path
+    workers: int = 1
+    port: int = field(default_factory=free_port)
+    proc: subprocess.Popen[str] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        """Start it and return once it announces that it serves (bounded)."""
+        self.launch()
+        self.wait_serving()
+
+    def launch(self) -> None:
+        """Start it (``wait_serving`` waits for its announcement)."""
+        with self.log.open("a") as log:
+            self.proc = subprocess.Popen(
+                [str(SQEW_BIN), "serve", "--db", str(self.db), "--port", str(self.port),
+                 "--workers", str(self.workers)],
+                stdout=subprocess.PIPE, stderr=log, text=True, env=_env(), cwd=self.db.parent)
+
+    def wait_serving(self) -> None:
+        """Return once the server launched announces that it serves; raise after
+        ``START_S``."""
+        assert self.proc is not None and self.proc.stdout is not None
+        stdout = self.proc.stdout
+        got: list[str] = []
+        reader = threading.Thread(target=lambda: got.append(stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(START_S)
+        if not got or "serving on" not in got[0]:
+            self.kill()
+            raise RuntimeError(f"sqew serve did not start: {self.log.read_text()[-2000:]}")
+
+    def running(self) -> bool:
+        """The server process is alive."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """``kill -9`` the server and its workers."""
+        if self.proc is not None:
+            kill_tree(self.proc)
+            if self.proc.stdout is not None:
+                self.proc.stdout.close()
+
+    def terminate(self) -> int | None:
+        """SIGTERM, then wait (bounded) for it to stop: its exit status, or None if it had to
+        be killed."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            status: int | None = self.proc.wait(STOP_S)
+        except subprocess.TimeoutExpired:
+            status = None
+        self.kill()
+        return status
+
+    def kill_pid(self, pid: int) -> None:
+        """``kill -9`` one of the server's processes (a worker) and wait for it to go."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(psutil.NoSuchProcess):
+            psutil.wait_procs([psutil.Process(pid)], timeout=STOP_S)
+
+    def worker_pids(self) -> list[int]:
+        """The PIDs of the worker processes (``--workers`` > 1)."""
+        if not self.running():
+            return []
+        assert self.proc is not None
+        with contextlib.suppress(psutil.NoSuchProcess):
+            return [c.pid for c in psutil.Process(self.proc.pid).children(recursive=True)
+                    if "spawn_main" in " ".join(c.cmdline())]
+        return []
+
+
+@dataclass
+class Slot:
+    """One workload process's place: restarted after a kill as a new incarnation with a
+    journal of its own; a producer goes on from its last acknowledged key."""
+
+    role: str
+    kind: str
+    name: str
+    directory: Path
+    argv: list[str]
+    incarnation: int = 0
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start_index(self) -> int:
+        """The producer's next key: one past the highest its journals acknowledged (the
+        key it was killed on, if any, is sent again)."""
+        done = [int(r["key"].rsplit("-", 1)[1])
+                for p in self.directory.glob(f"{self.name}.*.ndjson")
+                for r in journal.read(p) if r.get("op") == "enqueue"]
+        return max(done, default=-1) + 1
+
+    def start(self, until_file: Path, seed: int) -> None:
+        """Start a new incarnation that stops by itself at the time ``until_file`` holds."""
+        self.incarnation += 1
+        path = self.directory / f"{self.name}.{self.incarnation}.ndjson"
+        extra = ["--start", str(self.start_index())] if self.role == "producer" else []
+        with (self.directory / f"{self.name}.log").open("ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "chaos.workload", self.role, "--kind", self.kind,
+                 "--journal", str(path), "--slot", self.name, "--until-file", str(until_file),
+                 "--seed", str(seed * 1000 + self.incarnation), *extra, *self.argv],
+                stdout=log, stderr=log, env=_env(), cwd=ROOT)
+
+    def wait_ready(self, timeout: float = START_S) -> bool:
+        """Wait (bounded) until the current incarnation has started working."""
+        ready = self.directory / f"{self.name}.{self.incarnation}.ready"
+        deadline = time.time() + timeout
+        while not ready.exists() and self.running() and time.time() < deadline:
+            time.sleep(0.02)
+        return ready.exists()
+
+    def running(self) -> bool:
+        """The current incarnation is alive."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """``kill -9`` the incarnation and whatever it started (a ``sqew`` command)."""
+        if self.proc is not None:
+            kill_tree(self.proc)
+
+    def finish(self, deadline: float) -> None:
+        """Wait until ``deadline`` for it to stop by itself, then kill it."""
+        if self.proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(max(0.0, deadline - time.time()))
+            self.kill()
+
+
+LOCKER = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], timeout=30, isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+print("locked", flush=True)
+time.sleep(float(sys.argv[2]))
+conn.execute("ROLLBACK")
+conn.close()
+"""
+
+
+def hold_write_lock(db: Path, seconds: float) -> bool:
+    """Another process takes the file's write lock (``BEGIN IMMEDIATE``) and holds it for
+    ``seconds``; returns once it has let go, True if it held it."""
+    proc = subprocess.Popen([sys.executable, "-c", LOCKER, str(db), str(seconds)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        held = proc.stdout.readline().strip() == "locked"
+        proc.wait(seconds + STOP_S + 30)
+        return held
+    finally:
+        kill_tree(proc)
+        if proc.stdout is not None:
+            proc.stdout.close()

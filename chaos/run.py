@@ -1,0 +1,140 @@
+"""One run of a scenario: the database and its queues, a server, the workload processes, the
+faults (``chaos.scenarios``), then everything stopped and the oracle (``chaos.checker``).
+
+Every workload process stops by itself at the run's end (``until``); faults stop a little
+before it, so that the last restarted processes and the server have time to work.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import sqew
+from chaos import checker, store
+from chaos.journal import read_all
+from chaos.procs import Server, Slot
+
+QUEUES = {"jobs": {"archive": True}, "plain": {}}
+"""``jobs`` keeps acked messages in its archive (so the checker sees every ack); ``plain``
+deletes them (absences are checked against the journals' acks)."""
+
+QUEUE_SETTINGS = {"visibility_ms": 1000, "max_attempts": 3, "backoff_base_ms": 50,
+                  "backoff_max_ms": 400}
+SETTLE_S = 1.5
+"""Time left to the workload after the last fault."""
+GRACE_S = 30.0
+"""How long past the run's end a workload process may take to stop by itself."""
+
+
+@dataclass
+class Run:
+    """A run in progress: what a scenario's faults act on."""
+
+    directory: Path
+    seconds: float
+    seed: int
+    server_workers: int = 1
+    rng: random.Random = field(init=False)
+    db: Path = field(init=False)
+    server: Server = field(init=False)
+    slots: list[Slot] = field(default_factory=list)
+    until: float = 0.0
+    faults: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.db = self.directory / "chaos.db"
+        self.server = Server(self.db, self.directory / "server.log", self.server_workers)
+
+    @property
+    def fault_deadline(self) -> float:
+        """Faults are injected until then."""
+        return self.until - SETTLE_S
+
+    def of_role(self, role: str) -> list[Slot]:
+        """The workload slots of ``role`` (``producer`` or ``consumer``)."""
+        return [s for s in self.slots if s.role == role]
+
+    @property
+    def until_file(self) -> Path:
+        """Where the run's end is written once every workload process has started."""
+        return self.directory / "until"
+
+    def begin(self) -> None:
+        """Every workload process has started: the run's clock starts now."""
+        self.until = time.time() + self.seconds
+        part = self.until_file.with_suffix(".part")
+        part.write_text(repr(self.until))
+        part.replace(self.until_file)
+
+    def restart(self, slot: Slot) -> None:
+        """Start a new incarnation of ``slot`` (after a kill), and wait until it works."""
+        slot.start(self.until_file, self.seed)
+        slot.wait_ready()
+
+    def pause(self, low: float, high: float) -> bool:
+        """Sleep a random while; False once the fault deadline has passed (and at least one
+        fault was injected: a slow start never leaves a run without one)."""
+        time.sleep(self.rng.uniform(low, high))
+        return time.time() < self.fault_deadline or self.faults == 0
+
+
+def _slots(run: Run) -> list[Slot]:
+    journals = run.directory / "journals"
+    journals.mkdir(exist_ok=True)
+    queues = ["--queues", ",".join(QUEUES)]
+    targets = {"local": str(run.db), "http": run.server.url, "cli": str(run.db)}
+    # A command costs a process start (most of a second of CPU): the CLI's pace is slower.
+    pace = {"local": "0.01", "http": "0.01", "cli": "0.3"}
+    out = []
+    for kind, target in targets.items():
+        out.append(Slot("producer", kind, f"producer-{kind}", journals,
+                        ["--target", target, *queues, "--count", "100000",
+                         "--pace", pace[kind]]))
+        out.append(Slot("consumer", kind, f"consumer-{kind}", journals,
+                        ["--target", target, *queues, "--pace", pace[kind]]))
+    return out
+
+
+def execute(run: Run, scenario: str, faults: Callable[[Run], None]) -> checker.Summary:
+    """Run the workload with ``faults`` injected, stop everything, and check."""
+    with sqew.Client(str(run.db)) as client:  # type: ignore[abstract]
+        for name, settings in QUEUES.items():
+            client.create_queue(name, **QUEUE_SETTINGS, **settings)
+    run.slots = _slots(run)
+    try:
+        run.server.launch()  # the workload starts meanwhile; HTTP calls wait for it
+        for slot in run.slots:
+            slot.start(run.until_file, run.seed)
+        run.server.wait_serving()
+        for slot in run.slots:
+            slot.wait_ready()
+        run.begin()
+        faults(run)
+        if not run.server.running():
+            run.server.start()
+        for slot in run.slots:
+            slot.finish(run.until + GRACE_S)
+    finally:
+        for slot in run.slots:
+            slot.kill()
+        if run.server.running():
+            run.server.terminate()
+        run.server.kill()
+    return check(run, scenario)
+
+
+def check(run: Run, scenario: str) -> checker.Summary:
+    """Reopen the file, wait for its last lease to end, and reconcile it with the journals."""
+    store.recover(run.db)
+    last = store.read_raw(run.db).last_lease_ms() / 1000
+    time.sleep(max(0.0, last - time.time() + 0.05))
+    store.recover(run.db)
+    journals = read_all(run.directory / "journals")
+    return checker.summarize(scenario, run.faults, journals, run.db, list(QUEUES))

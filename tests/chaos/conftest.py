@@ -1,0 +1,11 @@
+"""The chaos harness (``chaos/`` at the repository's root, a development tool beside
+``bench/``) is imported from the source tree."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = str(Path(__file__).resolve().parents[2])
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
