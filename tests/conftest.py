@@ -48,12 +48,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     gc.freeze()
 
 
-ONE_WORKER = {"tests/spark/": "spark"}
+ONE_WORKER = {"tests/spark/": "spark", "tests/chaos/test_scenarios.py": "chaos"}
 """Tests that share one worker under ``pytest -n N --dist loadgroup`` (``./scripts/test``),
 by the start of their node id: the Spark tests, since a Python process starts its JVM once,
 and each worker that ran Spark tests would start one (seconds of both cores, taken from the
 other workers), and a module's session is started again on every worker that runs one of its
-tests."""
+tests; the chaos scenarios, each of which loads the machine, one after another."""
 
 
 def one_worker_group(nodeid: str) -> str | None:

@@ -15,7 +15,6 @@ from chaos.scenarios import SCENARIOS
 
 @pytest.mark.slow
 @pytest.mark.chaos
-@pytest.mark.xdist_group("chaos")  # one worker runs them one after another: each loads the box
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_the_short_form_injects_faults_and_breaks_no_promise(name: str, tmp_path: Path) -> None:
     scenario = SCENARIOS[name]
