@@ -88,12 +88,11 @@ def enqueue(
 def _enqueue_one(
     state: State, queue: str, payload: str, envelope: bool, fields: dict[str, Any]
 ) -> None:
-    if envelope:
-        fields = bulk.parse_envelope(payload.encode(errors="surrogateescape"))
-        raw = fields.pop("payload")
+    if envelope:  # every field of the API's message, traceparent and tracestate among them
+        message = bulk.parse_envelope(payload.encode(errors="surrogateescape"))
+        (result,) = state.client.enqueue_batch(queue, [message])
     else:
-        raw = params.json_payload(payload)
-    result = state.client.enqueue(queue, raw, **fields)
+        result = state.client.enqueue(queue, params.json_payload(payload), **fields)
     word = "duplicate of message" if result.duplicate else "enqueued message"
     output.emit(state, result, output.line(f"{word} {result.message_id}"))
 

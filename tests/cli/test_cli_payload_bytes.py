@@ -59,3 +59,21 @@ def test_a_client_message_made_by_hand_shows_its_value(tmp_path) -> None:
         client.enqueue("q", {"x": 1})
         (m,) = client.peek("q")
     assert payloads.text_of(m) == '{"x":1}'  # sent compact by the Python client
+
+
+def test_an_envelope_keeps_every_field_it_gives(sqew) -> None:
+    # traceparent and tracestate are fields of the API's message: an envelope given with
+    # --payload stores them as REST and the --file envelopes do.
+    q = sqew.name("q")
+    traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    with sqew.arrange(q):
+        envelope = json.dumps({"payload": 0, "priority": 3, "traceparent": traceparent,
+                               "tracestate": "vendor=1", "idempotency_key": "k-1"})
+        envelope = envelope.replace('"payload": 0', f'"payload": {SENT}')
+        first = sqew.json("message", "enqueue", "--queue", q, "--envelope", "--payload", envelope)
+        again = sqew.json("message", "enqueue", "--queue", q, "--envelope", "--payload", envelope)
+        assert (again["message_id"], again["duplicate"]) == (first["message_id"], True)
+        out = sqew.ok("--json", "queue", "peek", "--name", q).stdout
+        (m,) = json.loads(out)["messages"]
+        assert (m["priority"], m["traceparent"], m["tracestate"]) == (3, traceparent, "vendor=1")
+        assert f'"payload":{SENT}' in out
