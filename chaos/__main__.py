@@ -60,7 +60,8 @@ def main(argv: list[str]) -> int:
     results, status = [], 0
     for name in names:
         scenario = SCENARIOS[name]
-        run = Run(base / name, seconds_of(args), args.seed, scenario.server_workers)
+        run = Run(base / name, seconds_of(args), args.seed, scenario.server_workers,
+                  scenario.backend)
         began = time.monotonic()
         summary = execute(run, name, scenario.inject)
         took = time.monotonic() - began
