@@ -49,20 +49,32 @@ def start_server() -> Any:
     return pgserver().PgServer(prefix="sqew-chaos-pg-").start()
 
 
+TEMPLATE = "chaos_template"
+
+
+def _template(server: Any) -> str:
+    """A database on ``server`` migrated by ``sqew db upgrade`` (the command users run), made
+    once per server: each run's database is a copy of it."""
+    if not getattr(server, "chaos_template", False):
+        server.create_database(TEMPLATE)
+        done = subprocess.run([str(SQEW_BIN), "--db", server.url(TEMPLATE), "db", "upgrade"],
+                              capture_output=True, text=True, timeout=UPGRADE_S, check=False,
+                              env=child_env(), stdin=subprocess.DEVNULL)
+        if done.returncode != 0:
+            raise RuntimeError(f"sqew db upgrade failed: {done.stderr[-1500:]}")
+        server.chaos_template = True
+    return TEMPLATE
+
+
 @dataclass
 class Database:
-    """A fresh database migrated by ``sqew db upgrade`` on ``server`` (a ``PgServer``)."""
+    """A fresh migrated database on ``server`` (a started ``PgServer``)."""
 
     server: Any
     name: str = field(default_factory=lambda: f"chaos_{next(_names)}_{int(time.time())}")
 
     def __post_init__(self) -> None:
-        self.server.create_database(self.name)
-        done = subprocess.run([str(SQEW_BIN), "--db", self.url, "db", "upgrade"],
-                              capture_output=True, text=True, timeout=UPGRADE_S, check=False,
-                              env=child_env(), stdin=subprocess.DEVNULL)
-        if done.returncode != 0:
-            raise RuntimeError(f"sqew db upgrade failed: {done.stderr[-1500:]}")
+        self.server.create_database(self.name, template=_template(self.server))
 
     @property
     def url(self) -> str:

@@ -85,7 +85,10 @@ def pause_consumer(run: Run) -> None:
         run.faults += 1
         second = None
         try:
-            second = _leased_again(run, first, msg, run.until - 0.8)
+            # Given up after a while: another consumer may have leased and settled the
+            # message between two readings of its journal.
+            second = _leased_again(run, first, msg, min(
+                run.until - 0.8, msg["lease_expires_at"] / 1000 + STALL_S))
             if second is not None:
                 first.resume()
                 staged |= _settled(first, msg, time.time() + STALL_S)
@@ -156,6 +159,28 @@ def _settled(slot: Slot, msg: dict[str, int], deadline: float) -> bool:
     return False
 
 
+def pg_restart(run: Run) -> None:
+    """Restart PostgreSQL under load, ``pg_ctl stop -m fast`` and ``-m immediate`` (a crash,
+    recovered from the WAL) in turn, then start it on the same port."""
+    assert run.pg is not None
+    modes = ("fast", "immediate")
+    while run.pause(0.8, 1.6):
+        run.pg.restart(modes[run.faults % 2])
+        run.faults += 1
+
+
+def pg_terminate(run: Run) -> None:
+    """``pg_terminate_backend`` every session of the run's database (the pools' and the
+    ``LISTEN`` connections of every Client and of sqew serve), again and again."""
+    assert run.pg is not None
+    ended = 0
+    while run.pause(0.2, 0.6):
+        n = run.pg.terminate_sessions()
+        ended += n
+        run.faults += 1 if n else 0
+    run.notes.append(f"{ended} PostgreSQL sessions terminated")
+
+
 def write_lock(run: Run) -> None:
     """Another process holds the file's write lock (``BEGIN IMMEDIATE``) for a while."""
     while run.pause(0.3, 0.8):
@@ -179,4 +204,8 @@ SCENARIOS = {s.name: s for s in (
              "settles race other consumers' polls", pause_consumer),
     Scenario("write-lock", "another process holds the SQLite write lock for seconds",
              write_lock),
+    Scenario("pg-restart", "PostgreSQL restarted under load (pg_ctl -m fast and -m "
+             "immediate in turn)", pg_restart, backend="postgres"),
+    Scenario("pg-terminate", "pg_terminate_backend of every sqew session (pools, LISTEN) "
+             "on PostgreSQL, repeatedly", pg_terminate, backend="postgres"),
 )}
