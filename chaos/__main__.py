@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from chaos import report
+from chaos import pg, report
 from chaos.run import Run, execute
 from chaos.scenarios import SCENARIOS
 
@@ -60,7 +60,12 @@ def main(argv: list[str]) -> int:
     results, status = [], 0
     for name in names:
         scenario = SCENARIOS[name]
-        run = Run(base / name, seconds_of(args), args.seed, scenario.server_workers)
+        if scenario.backend == "postgres" and (reason := pg.unavailable()) is not None:
+            print(f"== {name}: skipped: PostgreSQL cannot run here: {reason}", flush=True)
+            status |= 1 if args.scenario == name else 0
+            continue
+        run = Run(base / name, seconds_of(args), args.seed, scenario.server_workers,
+                  scenario.backend)
         began = time.monotonic()
         summary = execute(run, name, scenario.inject)
         took = time.monotonic() - began

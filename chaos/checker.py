@@ -18,7 +18,9 @@ broken one is a violation of one column of the summary):
   acked, dead-lettered and expired totals; ``dead_lettered_total`` is its DLQ's row count;
   ``acked_total`` is its archive's row count on a queue that archives, and lies between the
   successful acks the journals show and those plus the acks in doubt).
-- **integrity**: ``PRAGMA integrity_check`` says ``ok``.
+- **integrity**: ``PRAGMA integrity_check`` says ``ok`` (SQLite); on PostgreSQL, which has no
+  such check, ``amcheck``'s ``bt_index_check`` of every index with its table, where the
+  extension is available (``chaos.pg``).
 """
 
 from __future__ import annotations
@@ -32,9 +34,11 @@ from chaos import leases, store
 from chaos.journal import OK, UNKNOWN, Record, of_kind, payload_digest
 from chaos.leases import Violation
 
-COLUMNS = ("faults", "operations", "lost", "acked_twice", "held_by_two", "duplicated",
-           "reads_disagreed", "integrity_failures")
-VIOLATION_COLUMNS = COLUMNS[2:]
+COLUMNS = ("faults", "operations", "lease_lost", "lost", "acked_twice", "held_by_two",
+           "duplicated", "reads_disagreed", "integrity_failures")
+VIOLATION_COLUMNS = COLUMNS[3:]
+LABELS = {"lease_lost": "settles refused (LeaseLost)"}
+"""How a column is named for a reader, where its key does not say it well enough."""
 KIND_COLUMN = {"lost": "lost", "acked-twice": "acked_twice", "resurrected": "acked_twice",
                "held-by-two": "held_by_two", "stale-settle": "held_by_two",
                "same-attempt": "held_by_two", "duplicated": "duplicated",
@@ -48,12 +52,17 @@ class Summary:
     scenario: str
     faults: int = 0
     operations: int = 0
+    lease_lost: int = 0
+    """Acks, nacks and extends refused with ``LeaseLost``: the lease rules at work (not a
+    violation)."""
     violations: list[Violation] = field(default_factory=list)
+    integrity_checked: bool = True
 
     def counts(self) -> dict[str, int]:
         """The summary's columns."""
         out = {c: 0 for c in COLUMNS}
         out["faults"], out["operations"] = self.faults, self.operations
+        out["lease_lost"] = self.lease_lost
         for v in self.violations:
             out[KIND_COLUMN[v.kind]] += 1
         return out
@@ -70,6 +79,13 @@ def operations(journals: dict[str, list[Record]]) -> int:
                if r.get("outcome", OK) != UNKNOWN)
 
 
+def lease_lost(journals: dict[str, list[Record]]) -> int:
+    """Acks, nacks and extends that sqew refused with ``LeaseLost`` (another consumer had
+    leased the message since)."""
+    return sum(1 for _, r in of_kind(journals, "ack", "nack", "extend")
+               if r.get("outcome") == "LeaseLost")
+
+
 def check(journals: dict[str, list[Record]], raw: store.Raw, public: store.Public,
           queues: list[str]) -> list[Violation]:
     """Every violation the journals and the database's two readings show."""
@@ -77,7 +93,7 @@ def check(journals: dict[str, list[Record]], raw: store.Raw, public: store.Publi
     found += _presence(journals, raw)
     found += _idempotency(journals)
     found += _reads(journals, raw, public, queues)
-    if raw.integrity != "ok":
+    if raw.integrity is not None and raw.integrity != "ok":
         found.append(Violation("integrity", f"integrity_check: {raw.integrity[:500]}"))
     return found
 
@@ -190,10 +206,10 @@ def _stats(q: str, raw: store.Raw, public: store.Public, rows: int,
             yield Violation("disagree", f"{what}: {have} != {want}")
 
 
-def summarize(scenario: str, faults: int, journals: dict[str, list[Record]], db: Path,
-              queues: list[str]) -> Summary:
-    """Read the database (public reads, then the file) and check it against ``journals``."""
+def summarize(scenario: str, faults: int, journals: dict[str, list[Record]],
+              db: str | Path, queues: list[str]) -> Summary:
+    """Read the database (public reads, then raw) and check it against ``journals``."""
     public = store.read_public(db, queues)
     raw = store.read_raw(db)
-    return Summary(scenario, faults, operations(journals),
-                   check(journals, raw, public, queues))
+    return Summary(scenario, faults, operations(journals), lease_lost(journals),
+                   check(journals, raw, public, queues), raw.integrity is not None)

@@ -4,6 +4,7 @@ started here and stopped by its PID (its children too); nothing is found by name
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,17 +46,19 @@ def kill_tree(proc: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
     psutil.wait_procs(children, timeout=STOP_S)
 
 
-def _env() -> dict[str, str]:
+def child_env() -> dict[str, str]:
+    """The environment of a process the harness starts: no ``SQEW_`` settings of ours, and
+    ``chaos`` importable."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("SQEW_")}
     return {**clean, "PYTHONPATH": str(ROOT)}
 
 
 @dataclass
 class Server:
-    """``sqew serve`` on a SQLite file and a fixed port of 127.0.0.1 (so a restart keeps its
-    URL), ``workers`` processes."""
+    """``sqew serve`` on a database (a SQLite file or a PostgreSQL URL) and a fixed port of
+    127.0.0.1 (so a restart keeps its URL), ``workers`` processes."""
 
-    db: Path
+    db: str
     log: Path
     workers: int = 1
     port: int = field(default_factory=free_port)
@@ -71,11 +75,13 @@ class Server:
 
     def launch(self) -> None:
         """Start it (``wait_serving`` waits for its announcement)."""
+        if self.proc is not None and self.proc.stdout is not None:
+            self.proc.stdout.close()  # a server that exited by itself, started again
         with self.log.open("a") as log:
             self.proc = subprocess.Popen(
-                [str(SQEW_BIN), "serve", "--db", str(self.db), "--port", str(self.port),
+                [str(SQEW_BIN), "serve", "--db", self.db, "--port", str(self.port),
                  "--workers", str(self.workers)],
-                stdout=subprocess.PIPE, stderr=log, text=True, env=_env(), cwd=self.db.parent)
+                stdout=subprocess.PIPE, stderr=log, text=True, env=child_env(), cwd=self.log.parent)
 
     def wait_serving(self) -> None:
         """Return once the server launched announces that it serves; raise after
@@ -86,9 +92,20 @@ class Server:
         reader = threading.Thread(target=lambda: got.append(stdout.readline()), daemon=True)
         reader.start()
         reader.join(START_S)
-        if not got or "serving on" not in got[0]:
+        if not got or "serving on" not in got[0] or not self._ready(time.time() + START_S):
             self.kill()
             raise RuntimeError(f"sqew serve did not start: {self.log.read_text()[-2000:]}")
+
+    def _ready(self, deadline: float) -> bool:
+        """Wait until ``/readyz`` answers 200: the socket listens before the application has
+        opened its database (a server whose database is unreachable then exits)."""
+        while time.time() < deadline and self.running():
+            with (contextlib.suppress(OSError),
+                  urllib.request.urlopen(f"{self.url}/readyz", timeout=5) as answer):
+                if answer.status == 200:
+                    return True
+            time.sleep(0.05)
+        return False
 
     def running(self) -> bool:
         """The server process is alive."""
@@ -162,7 +179,26 @@ class Slot:
                 [sys.executable, "-m", "chaos.workload", self.role, "--kind", self.kind,
                  "--journal", str(path), "--slot", self.name, "--until-file", str(until_file),
                  "--seed", str(seed * 1000 + self.incarnation), *extra, *self.argv],
-                stdout=log, stderr=log, env=_env(), cwd=ROOT)
+                stdout=log, stderr=log, env=child_env(), cwd=ROOT)
+
+    def last_record(self, tail: int = 16384) -> journal.Record | None:
+        """The last whole line of the current incarnation's journal, if any (read from its
+        last ``tail`` bytes: cheap enough to be called every few milliseconds)."""
+        path = self.directory / f"{self.name}.{self.incarnation}.ndjson"
+        try:
+            with path.open("rb") as f:
+                start = max(0, f.seek(0, os.SEEK_END) - tail)
+                f.seek(start)
+                lines = f.read().decode("utf-8", "replace").split("\n")
+        except FileNotFoundError:
+            return None
+        whole = lines[1:] if start else lines  # the first piece may begin mid-line
+        for line in reversed(whole):
+            with contextlib.suppress(ValueError):
+                record = json.loads(line)
+                if isinstance(record, dict) and "op" in record:
+                    return record
+        return None
 
     def wait_ready(self, timeout: float = START_S) -> bool:
         """Wait (bounded) until the current incarnation has started working."""
@@ -180,6 +216,31 @@ class Slot:
         """``kill -9`` the incarnation and whatever it started (a ``sqew`` command)."""
         if self.proc is not None:
             kill_tree(self.proc)
+
+    def stop(self) -> bool:
+        """SIGSTOP the incarnation and whatever it started (a process that stalls); True if
+        it was running. ``resume`` lets it go on."""
+        if not self.running():
+            return False
+        assert self.proc is not None
+        return self._signal_tree(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT the incarnation and whatever it started."""
+        if self.proc is not None:
+            self._signal_tree(signal.SIGCONT)
+
+    def _signal_tree(self, sig: signal.Signals) -> bool:
+        assert self.proc is not None
+        try:
+            top = psutil.Process(self.proc.pid)
+            tree = [top, *top.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return False
+        for p in tree:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p.send_signal(sig)
+        return True
 
     def finish(self, deadline: float) -> None:
         """Wait until ``deadline`` for it to stop by itself, then kill it."""

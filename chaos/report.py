@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from chaos.checker import COLUMNS, Summary
+from chaos.checker import COLUMNS, LABELS, Summary
 
 SHOWN = 20
 """Violations printed in full per run (all are counted)."""
@@ -15,7 +15,7 @@ def lines(summary: Summary, seconds: float, notes: list[str]) -> list[str]:
     """The human summary of one run: a line per column, then the violations."""
     counts = summary.counts()
     out = [f"== {summary.scenario} ({seconds:.0f} s): {'ok' if summary.ok else 'VIOLATIONS'}"]
-    out += [f"  {column:<20} {counts[column]}" for column in COLUMNS]
+    out += [f"  {LABELS.get(column, column):<28} {counts[column]}" for column in COLUMNS]
     out += [f"  note: {n}" for n in notes]
     out += [f"  {v.kind}: {v.detail}" for v in summary.violations[:SHOWN]]
     if len(summary.violations) > SHOWN:

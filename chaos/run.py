@@ -12,18 +12,29 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import sqew
-from chaos import checker, store
+from chaos import checker, pg, store
 from chaos.journal import read_all
 from chaos.procs import Server, Slot
 
-QUEUES = {"jobs": {"archive": True}, "plain": {}}
-"""``jobs`` keeps acked messages in its archive (so the checker sees every ack); ``plain``
-deletes them (absences are checked against the journals' acks)."""
-
 QUEUE_SETTINGS = {"visibility_ms": 1000, "max_attempts": 3, "backoff_base_ms": 50,
                   "backoff_max_ms": 400}
+QUEUES: dict[str, dict[str, object]] = {
+    "jobs": {**QUEUE_SETTINGS, "archive": True},
+    "plain": QUEUE_SETTINGS,
+    "race": {**QUEUE_SETTINGS, "visibility_ms": 300, "max_attempts": 10, "max_depth": 3,
+             "archive": True},
+}
+"""``jobs`` keeps acked messages in its archive (so the checker sees every ack); ``plain``
+deletes them (absences are checked against the journals' acks). ``race`` is contended on
+purpose: short leases, at most ``max_depth`` messages (its producer is slowed by
+``QueueFull``), every consumer polls it and often works past the lease there, so that leases
+lapse and are taken by another consumer before the late ack, nack or extend (``LeaseLost``)."""
+CONTENDED = "race"
+PRODUCED = ("jobs", "plain")
+"""The queues of the ordinary producers (``race`` has a slow producer of its own)."""
 SETTLE_S = 1.5
 """Time left to the workload after the last fault."""
 GRACE_S = 30.0
@@ -38,8 +49,18 @@ class Run:
     seconds: float
     seed: int
     server_workers: int = 1
+    backend: str = "sqlite"
+    """``sqlite`` (a file of the run's directory) or ``postgres`` (a database of its own on
+    ``pg_server``)."""
+    pg_server: Any = None
+    """A started ``PgServer`` to make the run's PostgreSQL database on; None: the run starts
+    one of its own (and stops it)."""
     rng: random.Random = field(init=False)
     db: Path = field(init=False)
+    target: str = field(init=False)
+    """What sqew opens: the SQLite file, or the PostgreSQL database's URL."""
+    pg: pg.Database | None = field(init=False, default=None)
+    own_pg: bool = field(init=False, default=False)
     server: Server = field(init=False)
     slots: list[Slot] = field(default_factory=list)
     until: float = 0.0
@@ -50,7 +71,13 @@ class Run:
         self.rng = random.Random(self.seed)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.db = self.directory / "chaos.db"
-        self.server = Server(self.db, self.directory / "server.log", self.server_workers)
+        self.target = str(self.db)
+        if self.backend == "postgres":
+            if self.pg_server is None:
+                self.pg_server, self.own_pg = pg.start_server(), True
+            self.pg = pg.Database(self.pg_server)
+            self.target = self.pg.url
+        self.server = Server(self.target, self.directory / "server.log", self.server_workers)
 
     @property
     def fault_deadline(self) -> float:
@@ -88,25 +115,36 @@ class Run:
 def _slots(run: Run) -> list[Slot]:
     journals = run.directory / "journals"
     journals.mkdir(exist_ok=True)
-    queues = ["--queues", ",".join(QUEUES)]
-    targets = {"local": str(run.db), "http": run.server.url, "cli": str(run.db)}
+    produced = ["--queues", ",".join(PRODUCED)]
+    consumed = ["--queues", ",".join(QUEUES), "--contended", CONTENDED]
+    targets = {"local": run.target, "http": run.server.url, "cli": run.target}
+    if run.pg is not None:  # the Clients (in process and over HTTP); no command line
+        del targets["cli"]
     # A command costs a process start (most of a second of CPU): the CLI's pace is slower.
     pace = {"local": "0.01", "http": "0.01", "cli": "0.3"}
     out = []
     for kind, target in targets.items():
         out.append(Slot("producer", kind, f"producer-{kind}", journals,
-                        ["--target", target, *queues, "--count", "100000",
+                        ["--target", target, *produced, "--count", "100000",
                          "--pace", pace[kind]]))
         out.append(Slot("consumer", kind, f"consumer-{kind}", journals,
-                        ["--target", target, *queues, "--pace", pace[kind]]))
+                        ["--target", target, *consumed, "--pace", pace[kind]]))
+    # The contended queue's own producer and consumer (on the file: the fastest), so that a
+    # lease that lapses there finds another consumer polling whatever the others are doing.
+    out.append(Slot("producer", "local", "producer-race", journals,
+                    ["--target", targets["local"], "--queues", CONTENDED, "--count", "100000",
+                     "--pace", "0.05"]))
+    out.append(Slot("consumer", "local", "consumer-race", journals,
+                    ["--target", targets["local"], "--queues", CONTENDED, "--contended",
+                     CONTENDED, "--pace", "0.01"]))
     return out
 
 
 def execute(run: Run, scenario: str, faults: Callable[[Run], None]) -> checker.Summary:
     """Run the workload with ``faults`` injected, stop everything, and check."""
-    with sqew.Client(str(run.db)) as client:  # type: ignore[abstract]
+    with sqew.Client(run.target) as client:  # type: ignore[abstract]
         for name, settings in QUEUES.items():
-            client.create_queue(name, **QUEUE_SETTINGS, **settings)
+            client.create_queue(name, **settings)
     run.slots = _slots(run)
     try:
         run.server.launch()  # the workload starts meanwhile; HTTP calls wait for it
@@ -131,10 +169,35 @@ def execute(run: Run, scenario: str, faults: Callable[[Run], None]) -> checker.S
 
 
 def check(run: Run, scenario: str) -> checker.Summary:
-    """Reopen the file, wait for its last lease to end, and reconcile it with the journals."""
-    store.recover(run.db)
-    last = store.read_raw(run.db).last_lease_ms() / 1000
-    time.sleep(max(0.0, last - time.time() + 0.05))
-    store.recover(run.db)
-    journals = read_all(run.directory / "journals")
-    return checker.summarize(scenario, run.faults, journals, run.db, list(QUEUES))
+    """Reopen the database, wait for its last lease to end, and reconcile it with the
+    journals; then the run's own PostgreSQL server is stopped (its data kept if the oracle
+    found a violation)."""
+    try:
+        store.recover(run.target)
+        last = store.read_raw(run.target).last_lease_ms() / 1000
+        time.sleep(max(0.0, last - time.time() + 0.05))
+        store.recover(run.target)
+        journals = read_all(run.directory / "journals")
+        summary = checker.summarize(scenario, run.faults, journals, run.target, list(QUEUES))
+    except BaseException:
+        _release_pg(run, keep=True)
+        raise
+    if summary.integrity_checked is False:
+        run.notes.append("integrity not checked: the amcheck extension is not available")
+    _release_pg(run, keep=not summary.ok)
+    return summary
+
+
+def _release_pg(run: Run, keep: bool) -> None:
+    if run.pg is None:
+        return
+    if not run.own_pg:
+        if not keep:
+            run.pg.drop()
+        return
+    if keep:
+        run.pg_server.stop()
+        pg.pgserver()._started.discard(run.pg_server)
+        run.notes.append(f"the PostgreSQL data directory is kept in {run.pg_server.data}")
+    else:
+        run.pg_server.destroy()

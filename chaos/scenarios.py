@@ -10,18 +10,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from chaos.procs import STOP_S, hold_write_lock
-from chaos.run import Run
+from chaos.procs import STOP_S, Slot, hold_write_lock
+from chaos.run import CONTENDED, Run
 
 
 @dataclass(frozen=True)
 class Scenario:
-    """A named fault, its description, and how many server workers it needs."""
+    """A named fault, its description, how many server workers it needs, and the database it
+    runs on (``sqlite`` or ``postgres``)."""
 
     name: str
     doc: str
     inject: Callable[[Run], None]
     server_workers: int = 1
+    backend: str = "sqlite"
 
 
 def _kill_role(role: str) -> Callable[[Run], None]:
@@ -68,6 +70,117 @@ def term_server(run: Run) -> None:
         run.server.start()
 
 
+def pause_consumer(run: Run) -> None:
+    """Stall a consumer (SIGSTOP) right after a poll leased it a message of the contended
+    queue, until another consumer has leased the message again; stall that one too, let the
+    first go on (SIGCONT) to settle its lapsed lease, which sqew must refuse (``LeaseLost``),
+    then let the second go on. Faults go on past the deadline (not past the run's last
+    second) until one late settle was made that way."""
+    staged = False
+    while run.pause(0.1, 0.3) or (not staged and time.time() < run.until - 1.0):
+        found = _holding(run, run.until - 1.0)
+        if found is None or not found[0].stop():
+            continue
+        first, msg = found
+        run.faults += 1
+        second = None
+        try:
+            # Given up after a while: another consumer may have leased and settled the
+            # message between two readings of its journal.
+            second = _leased_again(run, first, msg, min(
+                run.until - 0.8, msg["lease_expires_at"] / 1000 + STALL_S))
+            if second is not None:
+                first.resume()
+                staged |= _settled(first, msg, time.time() + STALL_S)
+        finally:
+            first.resume()
+            if second is not None:
+                second.resume()
+
+
+STALL_S = 2.0
+"""The longest a consumer is kept stopped while another settles."""
+
+
+def _consumers(run: Run, but: Slot | None = None) -> list[Slot]:
+    return [s for s in run.of_role("consumer") if s is not but]
+
+
+def _leases_in(record: dict[str, object] | None, queue: str) -> list[dict[str, int]]:
+    """The leases of ``record`` if it is a poll of ``queue`` (a consumer's last record: it
+    holds them, none settled yet)."""
+    if record is None or record.get("op") != "poll" or record.get("queue") != queue:
+        return []
+    return list(record["messages"])  # type: ignore[call-overload]
+
+
+def _holding(run: Run, deadline: float) -> tuple[Slot, dict[str, int]] | None:
+    """A consumer (not the CLI's: its commands are slow) that has just leased a message of the
+    contended queue and not settled it, and that lease; None if none was seen by ``deadline``.
+    (A consumer's journal is the only sign of what it holds: journals are read every few
+    milliseconds.)"""
+    slots = [s for s in _consumers(run) if s.kind != "cli"]
+    while time.time() < deadline:
+        for slot in slots:
+            for m in _leases_in(slot.last_record(), CONTENDED)[:1]:  # the one handled now
+                if m["lease_expires_at"] / 1000 > time.time() + 0.03:
+                    return slot, m
+        time.sleep(0.01)
+    return None
+
+
+def _leased_again(run: Run, first: Slot, msg: dict[str, int],
+                  deadline: float) -> Slot | None:
+    """Wait until another consumer's last record is a poll that leased ``msg`` again, stop
+    that consumer, and return it if it still holds the lease then (it had not settled it);
+    None by ``deadline``."""
+    while time.time() < deadline:
+        for slot in _consumers(run, but=first):
+            if any(m["id"] == msg["id"] and m["attempts"] > msg["attempts"]
+                   for m in _leases_in(slot.last_record(), CONTENDED)):
+                if not slot.stop():
+                    continue
+                if any(m["id"] == msg["id"] for m in _leases_in(slot.last_record(), CONTENDED)):
+                    return slot
+                slot.resume()
+        time.sleep(0.01)
+    return None
+
+
+def _settled(slot: Slot, msg: dict[str, int], deadline: float) -> bool:
+    """Wait until ``slot`` journals a settle of ``msg``'s lease; True if it was refused with
+    ``LeaseLost``."""
+    while time.time() < deadline:
+        last = slot.last_record()
+        if (last is not None and last.get("op") in ("ack", "nack", "extend")
+                and last.get("token") == msg["token"]):
+            return bool(last.get("outcome") == "LeaseLost")
+        time.sleep(0.01)
+    return False
+
+
+def pg_restart(run: Run) -> None:
+    """Restart PostgreSQL under load, ``pg_ctl stop -m fast`` and ``-m immediate`` (a crash,
+    recovered from the WAL) in turn, then start it on the same port."""
+    assert run.pg is not None
+    modes = ("fast", "immediate")
+    while run.pause(0.8, 1.6):
+        run.pg.restart(modes[run.faults % 2])
+        run.faults += 1
+
+
+def pg_terminate(run: Run) -> None:
+    """``pg_terminate_backend`` every session of the run's database (the pools' and the
+    ``LISTEN`` connections of every Client and of sqew serve), again and again."""
+    assert run.pg is not None
+    ended = 0
+    while run.pause(0.2, 0.6):
+        n = run.pg.terminate_sessions()
+        ended += n
+        run.faults += 1 if n else 0
+    run.notes.append(f"{ended} PostgreSQL sessions terminated")
+
+
 def write_lock(run: Run) -> None:
     """Another process holds the file's write lock (``BEGIN IMMEDIATE``) for a while."""
     while run.pause(0.3, 0.8):
@@ -87,6 +200,12 @@ SCENARIOS = {s.name: s for s in (
              kill_worker, server_workers=2),
     Scenario("term-server", "SIGTERM sqew serve during long polls and group commits, "
              "restarted", term_server),
+    Scenario("pause-consumer", "SIGSTOP a consumer past its leases, then SIGCONT: its late "
+             "settles race other consumers' polls", pause_consumer),
     Scenario("write-lock", "another process holds the SQLite write lock for seconds",
              write_lock),
+    Scenario("pg-restart", "PostgreSQL restarted under load (pg_ctl -m fast and -m "
+             "immediate in turn)", pg_restart, backend="postgres"),
+    Scenario("pg-terminate", "pg_terminate_backend of every sqew session (pools, LISTEN) "
+             "on PostgreSQL, repeatedly", pg_terminate, backend="postgres"),
 )}

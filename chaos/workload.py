@@ -4,9 +4,11 @@ A producer enqueues ``<slot>-<i>`` for ``i`` from ``--start`` up to ``--count`` 
 payload is derived from the key, so a producer restarted after a kill sends the key it was
 killed on again, with the same payload: the idempotency key makes it one message). A
 consumer polls (long polls sometimes), acks most of what it gets, nacks some, extends some,
-and lets some leases expire, some of them only after working past the lease. Both stop by
-themselves at ``--until`` (epoch seconds), and journal each acknowledged operation
-(``chaos.journal``) before the next one.
+and lets some leases expire, some of them only after working past the lease. On the
+``--contended`` queues (short leases, kept near-empty) it works past the lease often and long
+enough that another consumer leases the message again before the late ack, nack or extend,
+which sqew must then refuse with ``LeaseLost``. Both stop by themselves at ``--until`` (epoch
+seconds), and journal each acknowledged operation (``chaos.journal``) before the next one.
 """
 
 from __future__ import annotations
@@ -26,6 +28,19 @@ RETRY_S = 0.1
 """Pause before calling again after a call that got no answer (a server restarting)."""
 
 SLOW_DOWN = frozenset({"Overloaded", "QueueFull", "RateLimited"})
+
+OVERRUN = 0.04
+"""How often a consumer works past a lease on an ordinary queue (a short overrun)."""
+CONTENDED_OVERRUN = 0.4
+"""How often it does on a contended queue, by ``CONTENDED_PAST_S`` past the lease's end: time
+for another consumer's poll to lease the message again before the late settle."""
+CONTENDED_PAST_S = (0.2, 0.7)
+CONTENDED_WORK_S = (0.03, 0.1)
+"""How long a consumer works on a message of a contended queue before settling it."""
+CONTENDED_SHARE = 0.3
+"""The share of polls that go to a contended queue first (then one at random among all):
+while one consumer works past a lease, another is likely polling there, often a long poll,
+which takes the message as soon as the lease ends."""
 
 
 def payload_for(key: str) -> dict[str, Any]:
@@ -87,13 +102,19 @@ def _settle(tr: Transport, journal: Journal, op: str, queue: str, lease: Record,
 
 
 def handle(tr: Transport, journal: Journal, queue: str, lease: Record,
-           rng: random.Random) -> None:
-    """Do what a consumer does with one leased message, chosen at random."""
+           rng: random.Random, contended: bool = False) -> None:
+    """Do what a consumer does with one leased message, chosen at random. On a ``contended``
+    queue it works a while, more often past the lease and longer, and always settles (acks,
+    nacks or extends): a lease that lapsed meanwhile is followed by a late settle."""
     i, token = lease["id"], lease["token"]
-    time.sleep(rng.choice((0.0, 0.0, 0.005, 0.02)))
-    if rng.random() < 0.04:  # work past the lease: the ack may come after another's poll
-        time.sleep(max(0.0, lease["lease_expires_at"] / 1000 - time.time()) + 0.05)
-    roll = rng.random()
+    time.sleep(rng.uniform(*CONTENDED_WORK_S) if contended
+               else rng.choice((0.0, 0.0, 0.005, 0.02)))
+    left = max(0.0, lease["lease_expires_at"] / 1000 - time.time())
+    if contended and rng.random() < CONTENDED_OVERRUN:
+        time.sleep(left + rng.uniform(*CONTENDED_PAST_S))  # another consumer may lease it
+    elif rng.random() < OVERRUN:  # work past the lease: the ack may come after another's poll
+        time.sleep(left + 0.05)
+    roll = rng.random() * (0.88 if contended else 1.0)  # (0.88 and up: abandoned)
     if roll < 0.62:
         _settle(tr, journal, "ack", queue, lease, lambda: tr.ack(queue, i, token))
     elif roll < 0.74:
@@ -114,6 +135,8 @@ def consume(tr: Transport, journal: Journal, args: argparse.Namespace) -> int:
     polls = 0
     while (left := args.until - time.time()) > 0:
         queue = rng.choice(args.queues)
+        if args.contended and rng.random() < CONTENDED_SHARE:
+            queue = rng.choice(args.contended)
         wait_ms = min(rng.choice((0, 0, 250, 1000)), int(left * 1000))
         batch = rng.choice((1, 1, 2, 4))
         visibility = rng.choice((None, None, 600))
@@ -130,7 +153,7 @@ def consume(tr: Transport, journal: Journal, args: argparse.Namespace) -> int:
         journal.write({"op": "poll", "queue": queue, "messages": leases, "wait_ms": wait_ms,
                        "t0": t0, "t1": time.time()})
         for lease in leases:
-            handle(tr, journal, queue, lease, rng)
+            handle(tr, journal, queue, lease, rng, queue in args.contended)
     return polls
 
 
@@ -142,6 +165,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--target", required=True, help="the SQLite file or the server's URL")
     p.add_argument("--journal", type=Path, required=True)
     p.add_argument("--queues", type=lambda s: s.split(","), required=True)
+    p.add_argument("--contended", type=lambda s: s.split(","), default=[],
+                   help="queues on which a consumer often works past the lease")
     p.add_argument("--slot", default="p")
     p.add_argument("--start", type=int, default=0)
     p.add_argument("--count", type=int, default=100)

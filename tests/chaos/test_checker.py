@@ -143,3 +143,15 @@ def test_a_journal_cut_short_by_a_kill_loses_only_its_half_line(tmp_path: Path) 
         assert "damaged journal line" in str(exc)
     else:
         raise AssertionError("a damaged line inside a journal was read")
+
+
+def test_a_database_without_an_integrity_check_is_not_reported() -> None:
+    r = raw()
+    r.integrity = None  # PostgreSQL without amcheck: not checked
+    assert kinds({}, r) == []
+
+
+def test_settles_refused_with_lease_lost_are_counted_not_reported() -> None:
+    journals = {"p": [enqueue("jobs", 1)], "c": acked("jobs", 1, "LeaseLost")}
+    assert checker.lease_lost(journals) == 1
+    assert kinds(journals, raw(rows={1: "jobs"})) == []
