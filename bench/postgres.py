@@ -61,11 +61,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from bench import postgres_http, postgres_sides
 from bench.postgres_sides import BATCH, QUEUE, RAW, SQEW, turn_order
+from chaos import pg as chaos_pg
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -114,17 +114,6 @@ SidesFor = Callable[[str], list[str]]
 def raw_and_sqew(case: str) -> list[str]:
     """This suite's sides: raw and sqew on every Client case."""
     return [RAW, SQEW] if case in CASES else []
-
-
-def _pgserver() -> ModuleType:
-    """``tests/pgserver.py`` (stdlib only), the one place that starts a PostgreSQL server."""
-    if "pgserver" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("pgserver", ROOT / "tests" / "pgserver.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["pgserver"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["pgserver"]
 
 
 @dataclass
@@ -194,7 +183,7 @@ def run(quick: bool, out: Callable[[str], None] = print, *, durable: bool = Fals
     ``replicas``, sqew serve's replicas: ``postgres_http.replicas``); returns the medians, WAL
     per message and targets."""
     sizes = Sizes.for_mode(quick)
-    pgserver = _pgserver()
+    pgserver = chaos_pg.pgserver()  # tests/pgserver.py: the one place that starts one
     missing = sqew_available()
     if missing:
         out(f"sqew's side is not measured: {missing}")
