@@ -185,7 +185,7 @@ def test_an_interrupted_export_leaves_no_file_and_says_how_far_it_got(
     out.write_text("the previous export\n")
     with sqew_lib.Client(str(db)) as client:
         client.create_queue("q")
-        for _ in range(40):
+        for _ in range(120):  # an export of seconds: the signal comes long before its end
             client.enqueue_batch("q", [{"payload": {"n": i}} for i in range(1000)])
     proc = subprocess.Popen(
         [sqew_binary(), "--db", str(db), "queue", "export", "--name", "q", "--out", str(out)],
