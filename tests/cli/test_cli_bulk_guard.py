@@ -62,6 +62,9 @@ def test_a_second_signal_during_a_commit_leaves_its_lines_in_doubt(tmp_path: Pat
     guard = InterruptGuard()
     enqueuer = FileEnqueuer(client, "q", batch_size=10, guard=guard)
     helper: list[threading.Thread] = []
+    # As in a sqew started from a terminal: SIGINT is not ignored (an xdist worker ignores it,
+    # and the guard leaves an ignored signal ignored).
+    interrupt = signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def lines() -> Iterator[bytes]:
         for number in range(1, 26):
@@ -82,6 +85,7 @@ def test_a_second_signal_during_a_commit_leaves_its_lines_in_doubt(tmp_path: Pat
             "last_committed_line": 10, "lines_in_doubt": [11, 20]}
         assert guard.signum == signal.SIGINT  # the first signal: the exit status is 130
     finally:
+        signal.signal(signal.SIGINT, interrupt)
         if blocker.in_transaction:
             blocker.execute("ROLLBACK")
         blocker.close()
