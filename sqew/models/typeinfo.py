@@ -2,10 +2,10 @@
 
 msgspec builds a Struct's type information the first time the Struct is decoded or converted
 to, and caches it on the class. Two threads doing that first use at once can crash the process
-with a segmentation fault (msgspec 0.22: eight threads sharing one HTTP ``Client`` in a fresh
-process crash about one run in thirty). A module that defines Structs calls ``build_now`` on them
-at import, which Python runs once, under the import lock; every later use, from any thread,
-finds the information built.
+with a segmentation fault (msgspec 0.22: eight threads sharing one fresh HTTP ``Client`` crash
+the process now and then, often on a busy machine). A module that defines Structs calls
+``build_now`` on them at import, which Python runs once, under the import lock; every later use,
+from any thread, finds the information built.
 """
 
 from __future__ import annotations
