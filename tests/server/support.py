@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+import cli_runs
 import httpx
 import psutil
 
@@ -260,11 +261,10 @@ def serve(db: Path | str, *args: str, env: dict[str, str] | None = None) -> Iter
     ``env`` adds variables (``SQEW_*`` of the test process are removed). The process and its
     workers are killed by PID at the end if still running.
     """
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("SQEW_")}
     proc = subprocess.Popen(
         [str(SQEW_BIN), "serve", "--db", str(db), "--port", "0", *args],
         cwd=db.parent if isinstance(db, Path) else None,
-        env={**clean, "PYTHONFAULTHANDLER": "1", **(env or {})},  # for _show_stacks
+        env=cli_runs.environment(PYTHONFAULTHANDLER="1", **(env or {})),  # for _show_stacks
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     assert proc.stderr is not None
