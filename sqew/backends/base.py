@@ -356,14 +356,15 @@ class Backend(abc.ABC):
         return None
 
     @abc.abstractmethod
-    def try_lead(self, role: str) -> Lead | None:
+    def try_lead(self, role: str, *, brief: bool = False) -> Lead | None:
         """Become the one process per database doing ``role`` ("reaper"), without waiting: a
         held Lead, or None when another process holds it.
 
         The lead is held while this process lives (released by ``Lead.release``, or by the
         operating system or the database when the process dies), so a follower that asks
         again later takes over from a leader that died. It never waits for the lead, though
-        it may take a round trip to the database (a server calls it on a thread).
+        it may take a round trip to the database (a server calls it on a thread). A ``brief``
+        lead (released within the call that took it) may borrow what the backend has open.
         """
 
     @abc.abstractmethod

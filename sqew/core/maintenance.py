@@ -184,7 +184,7 @@ class ReapSchedule:
         if not self.when_due or not self.due(now):
             return None
         try:
-            lead = backend.try_lead(ROLE)
+            lead = backend.try_lead(ROLE, brief=True)
         except errors.SqewError as exc:  # a read-only directory: the call goes on
             log.info("reaping skipped: %s", exc.message)
             return None

@@ -8,6 +8,7 @@ is tested in tests/engine/test_lead.py.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -88,3 +89,43 @@ def test_a_lead_whose_connection_dropped_is_lost_and_taken_over(tmp_path: Path) 
             if backend is not None:
                 backend.close()
         store.drop()
+
+
+def test_a_client_reaping_at_every_poll_opens_no_connection_for_the_lead(
+        pg_url: str) -> None:
+    # A poll that reaps takes the reaper's lead for a moment: on a connection of the Client's
+    # pool, not a new one (a session started and ended per reap), and it leaves no lock
+    # behind: another process can take the lead right after.
+    import psycopg
+
+    import sqew
+    from sqew.backends.postgres import connection
+
+    info = connection.conninfo(pg_url)
+    ended = ("SELECT sessions FROM pg_stat_database WHERE datname = current_database()")
+    locks = ("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND database = "
+             "(SELECT oid FROM pg_database WHERE datname = current_database())")
+    client = sqew.LocalClient(pg_url, reap_interval_ms=0)
+    try:
+        client.create_queue("q", visibility_ms=1)
+        client.enqueue("q", 1)
+        client.poll("q")  # the pool and the kept connection are open from here on
+        with contextlib.closing(psycopg.connect(info, autocommit=True)) as watch:
+            watch.execute("SELECT pg_stat_clear_snapshot()")
+            (before,) = watch.execute(ended).fetchone() or (0,)
+            for _ in range(20):
+                client.poll("q")  # each reaps first (the lease of 1 ms has ended)
+            time.sleep(1.0)  # sessions ended by the polls are counted as their processes exit
+            watch.execute("SELECT pg_stat_clear_snapshot()")
+            (after,) = watch.execute(ended).fetchone() or (0,)
+            assert after - before < 5, (before, after)
+            assert watch.execute(locks).fetchone() == (0,)
+        other = open_backend(pg_url)
+        try:
+            lead = other.try_lead("reaper")
+            assert lead is not None
+            lead.release()
+        finally:
+            other.close()
+    finally:
+        client.close()

@@ -18,7 +18,6 @@ database of another application is refused untouched.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import secrets
 from collections.abc import Callable
@@ -31,7 +30,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from sqew import errors, locations
 from sqew.backends.base import Backend, FastPaths, Lead, Tx, Waiter, WriteSession
 from sqew.backends.errors import driver_errors, translate
-from sqew.backends.postgres import connection, server_clock
+from sqew.backends.postgres import connection, leads, server_clock
 from sqew.backends.postgres.by_name import QueueCache
 from sqew.backends.postgres.fast import PostgresFast
 from sqew.backends.postgres.session import PostgresWriteSession
@@ -189,22 +188,23 @@ class PostgresBackend(Backend):
         its rows, so they stamp times by one clock."""
         return self._clock
 
-    def try_lead(self, role: str) -> Lead | None:
-        """An advisory lock (``pg_try_advisory_lock``) on a connection of its own, held while
-        leading: the lock ends with that connection, so a replica that dies or loses the
-        database hands the role over by itself."""
+    def try_lead(self, role: str, *, brief: bool = False) -> Lead | None:
+        """An advisory lock (``leads``): on a connection of its own, held while leading, or
+        ``brief``ly on a pooled one."""
+        key = lock_key(role)
         with driver_errors():
+            if brief:
+                return leads.try_brief(self._txs, key)
             conn = self._connect()
             try:
-                got = conn.execute("SELECT pg_try_advisory_lock(%s)",
-                                   (lock_key(role),)).fetchone()
+                got = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
             except BaseException:
                 conn.close()
                 raise
         if not got or not got[0]:
             conn.close()
             return None
-        return AdvisoryLead(conn, lock_key(role))
+        return leads.AdvisoryLead(conn, key)
 
     def close(self) -> None:
         if self._closed:
@@ -215,31 +215,6 @@ class PostgresBackend(Backend):
             self._txs.close()
         finally:
             self._pool.close()
-
-
-class AdvisoryLead(Lead):
-    """A session advisory lock held on a connection of its own."""
-
-    def __init__(self, conn: psycopg.Connection[Any], key: int) -> None:
-        self._conn = conn
-        self._key = key
-
-    @property
-    def held(self) -> bool:
-        """Asks the server (one round trip): the lock lives as long as the connection."""
-        if self._conn.closed or self._conn.broken:
-            return False
-        try:
-            self._conn.execute("SELECT 1").fetchone()
-        except psycopg.Error:
-            return False
-        return True
-
-    def release(self) -> None:
-        if not self._conn.closed:
-            with contextlib.suppress(psycopg.Error):
-                self._conn.execute("SELECT pg_advisory_unlock(%s)", (self._key,))
-            self._conn.close()
 
 
 def _schema_revision(conn: psycopg.Connection[Any]) -> str | None:

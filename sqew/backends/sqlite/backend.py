@@ -171,8 +171,9 @@ class SqliteBackend(Backend):
     def waiter(self) -> Waiter:
         return SqliteWaiter(self._conn)
 
-    def try_lead(self, role: str) -> Lead | None:
-        """A lock of the role's own file (``lockfile.try_lead``), never the database file."""
+    def try_lead(self, role: str, *, brief: bool = False) -> Lead | None:
+        """A lock of the role's own file (``lockfile.try_lead``), never the database file
+        (taken the same way when ``brief``: a lock file costs no connection)."""
         try:
             return lockfile.try_lead(self.path, role)
         except OSError as exc:
