@@ -8,10 +8,14 @@ journal like a workload process's) so that the oracle checks it with the rest:
   merges them into group commits with each other and the workload's; about half the clients
   close the connection (some with a reset) a few milliseconds after sending, before any
   answer. An enqueue whose answer never came is journalled as an intent only (it may or may
-  not exist); an answered one must not be lost; answered polls are acked like a consumer's.
-  Every answer read must be a normal one (2xx, or the backpressure refusal ``Overloaded``).
-- ``disconnect``: polls of large batches whose client reads part of the answer and closes
-  (half of them with ``SO_LINGER`` 0: a reset), and long polls on an empty queue abandoned
+  not exist); an answered one must not be lost; up to ``ACKED`` leases of the answered polls
+  are acked in a second burst, cut the same way (an ack cut is ``unknown``). Every answer
+  read must be a normal one (2xx; the backpressure refusal ``Overloaded``; ``LeaseLost`` or
+  ``MessageNotFound`` for an ack).
+- ``disconnect``: polls of large batches (of the workload's queues, or of ``bulk``'s 4 kB
+  messages: an answer larger than the sockets' buffers) whose client reads part of the
+  answer and closes (half of them with ``SO_LINGER`` 0: a reset), and long polls on an
+  empty queue abandoned
   mid-wait. The server must stay healthy: ready, no 5xx counted by ``/metrics``, long polls
   waiting back to the workload's own, and its TCP connections back to the workload's.
 
@@ -35,10 +39,9 @@ import psutil
 import sqew
 from chaos import workload
 from chaos.clockstep import check_stored
-from chaos.journal import UNKNOWN, Journal, Record, payload_digest
+from chaos.journal import OK, UNKNOWN, Journal, Record, payload_digest
 from chaos.leases import Violation
 from chaos.run import PRODUCED, QUEUES, Run
-from chaos.transports import ClientTransport
 
 BURST = 24
 """Clients of one burst of ``cancel-merged``."""
@@ -50,6 +53,10 @@ AHEAD_MS = 1000 + 1000
 NORMAL_REFUSALS = frozenset({"Overloaded"})
 IDLE = "idle"
 """A queue nothing is enqueued to: a long poll there waits until its ``wait_ms``."""
+BULK = "bulk"
+"""A queue of large messages nobody consumes: a poll of 100 of them answers some 400 kB, more
+than the sockets' buffers, so a client that leaves cuts the server's answer mid-write."""
+BULK_COUNT, BULK_BYTES = 300, 4000
 CONN_SLACK = 4
 """TCP connections the server may have more at the end than at the start: the workload's
 HTTP clients (two processes) open another now and then."""
@@ -146,19 +153,28 @@ def _calls(rng: random.Random, serial: int) -> list[dict[str, Any]]:
     return out
 
 
+SETTLE_REFUSALS = frozenset({"LeaseLost", "MessageNotFound"})
+"""Refusals of an ack that are normal answers (the lease had ended and was taken, or the
+message is gone)."""
+
+
+def _code(c: _Client) -> str | None:
+    return c.body.get("error", {}).get("code") if isinstance(c.body, dict) else None
+
+
 def _bad(c: _Client) -> str | None:
     """What is wrong with a kept answer (None: a normal one)."""
     if c.error is not None:
         return c.error
     if c.status in (200, 201):
         return None
-    code = c.body.get("error", {}).get("code") if isinstance(c.body, dict) else None
-    return None if code in NORMAL_REFUSALS else f"HTTP {c.status}: {c.body}"
+    normal = NORMAL_REFUSALS | (SETTLE_REFUSALS if c.call["op"] == "ack" else frozenset())
+    return None if _code(c) in normal else f"HTTP {c.status}: {c.body}"
 
 
-def _burst(run: Run, journal: Journal, tr: ClientTransport, serial: int) -> int:
-    """One burst; how many of its clients left before their answer."""
-    calls = _calls(run.rng, serial)
+def _fire(run: Run, calls: list[dict[str, Any]]) -> list[_Client]:
+    """Send ``calls`` at once (a barrier), about half of them cut before their answer (a
+    third of those with a reset); wait for every client."""
     barrier = threading.Barrier(len(calls))
     clients = []
     for call in calls:
@@ -170,20 +186,38 @@ def _burst(run: Run, journal: Journal, tr: ClientTransport, serial: int) -> int:
         c.start()
     for c in clients:
         c.join(60)
-    polled: list[tuple[str, Record]] = []
+    return clients
+
+
+def _kept(run: Run, clients: list[_Client]) -> list[_Client]:
+    """The clients that read their answer, a violation added for each abnormal one."""
+    out = []
     for c in clients:
-        call = c.call
         if c.cut_s is not None:
-            if call["op"] == "enqueue":
-                journal.write({"op": "enqueue-intent", "queue": call["queue"], "key": call["key"],
-                               "digest": payload_digest(call["payload"]), "outcome": UNKNOWN,
-                               "t0": c.t0})
             continue
         wrong = _bad(c)
         if wrong is not None:
             run.violations.append(Violation("bad-answer", (
-                f"{call['op']} of {call['queue']} in a burst with cancelled requests: {wrong}")))
-            continue
+                f"{c.call['op']} of {c.call['queue']} in a burst with cancelled requests: "
+                f"{wrong}")))
+        else:
+            out.append(c)
+    return out
+
+
+def _burst(run: Run, journal: Journal, serial: int) -> int:
+    """One burst of enqueues and polls, then one of acks of what the polls leased; how many
+    clients left before their answer."""
+    clients = _fire(run, _calls(run.rng, serial))
+    for c in clients:
+        call = c.call
+        if c.cut_s is not None and call["op"] == "enqueue":
+            journal.write({"op": "enqueue-intent", "queue": call["queue"], "key": call["key"],
+                           "digest": payload_digest(call["payload"]), "outcome": UNKNOWN,
+                           "t0": c.t0})
+    polled: list[tuple[str, Record]] = []
+    for c in _kept(run, clients):
+        call = c.call
         if c.status not in (200, 201):
             continue
         if call["op"] == "enqueue":
@@ -196,23 +230,41 @@ def _burst(run: Run, journal: Journal, tr: ClientTransport, serial: int) -> int:
             journal.write({"op": "poll", "queue": call["queue"], "messages": leases,
                            "wait_ms": call["wait_ms"], "t0": c.t0, "t1": c.t1})
             polled += [(call["queue"], lease) for lease in leases]
-    for queue, lease in polled[:ACKED]:  # a consumer's acks, late or not
-        workload._settle(tr, journal, "ack", queue, lease,
-                         lambda q=queue, m=lease: tr.ack(q, m["id"], m["token"]))
+    return sum(1 for c in clients if c.cut_s is not None and c.t0) + _acks(run, journal, polled)
+
+
+def _acks(run: Run, journal: Journal, polled: list[tuple[str, Record]]) -> int:
+    """Ack up to ``ACKED`` of the leases at once (the others are left to expire), about half
+    of the acks cut before their answer (``unknown``); how many were cut."""
+    if not polled:
+        return 0
+    calls = [{"op": "ack", "queue": q, "lease": lease,
+              "http": ("POST", f"/queues/{q}/ack", {"id": lease["id"], "token": lease["token"]})}
+             for q, lease in polled[:ACKED]]
+    now = time.time()
+    for call in calls:  # the intents before the calls
+        journal.write({"op": "ack-intent", "queue": call["queue"], "id": call["lease"]["id"],
+                       "token": call["lease"]["token"], "t0": now})
+    clients = _fire(run, calls)
+    kept = {id(c) for c in _kept(run, clients)}
+    for c in clients:
+        lease = c.call["lease"]
+        if c.cut_s is not None or id(c) not in kept:
+            outcome, t1 = UNKNOWN, time.time()
+        else:
+            outcome, t1 = (OK if c.status == 200 else str(_code(c))), c.t1
+        journal.write({"op": "ack", "queue": c.call["queue"], "id": lease["id"],
+                       "token": lease["token"], "t0": c.t0 or now, "outcome": outcome, "t1": t1})
     return sum(1 for c in clients if c.cut_s is not None and c.t0)
 
 
 def cancel_merged(run: Run) -> None:
     """Bursts of concurrent enqueues and polls, half of them cut before their answer."""
-    tr = ClientTransport(run.server.url)
     serial, before = 0, _metrics(run)
-    try:
-        with Journal(run.directory / "journals" / "abandon.1.ndjson") as journal:
-            while run.pause(0.2, 0.6):
-                run.faults += _burst(run, journal, tr, serial)
-                serial += 1
-    finally:
-        tr.close()
+    with Journal(run.directory / "journals" / "abandon.1.ndjson") as journal:
+        while run.pause(0.2, 0.6):
+            run.faults += _burst(run, journal, serial)
+            serial += 1
     check_stored(run, AHEAD_MS)
     after = _metrics(run)
     _no_errors(run, before, after)
@@ -268,7 +320,7 @@ def _leave(run: Run) -> None:
         sock = socket.create_connection(("127.0.0.1", port), timeout=30)
         stack.callback(_close, sock, reset)
         if run.rng.random() < 0.5:
-            queue = run.rng.choice(PRODUCED)
+            queue = run.rng.choice((BULK, *PRODUCED))
             sock.sendall(_request(port, "POST", f"/queues/{queue}/poll?batch=100"))
             sock.recv(run.rng.choice((1, 64, 512)))  # part of the answer, then gone
         else:
@@ -280,6 +332,9 @@ def disconnect(run: Run) -> None:
     """Clients leaving mid-answer and mid-wait, several at once; then the server's health."""
     with sqew.Client(run.target) as client:  # type: ignore[abstract]
         client.create_queue(IDLE)
+        client.create_queue(BULK, visibility_ms=500, max_attempts=1000)
+        client.enqueue_batch(BULK, [{"payload": {"i": i, "body": "b" * BULK_BYTES}}
+                                    for i in range(BULK_COUNT)])
     proc = _server_process(run)
     fds0, rss0, before = proc.num_fds(), proc.memory_info().rss, _metrics(run)
     conns0 = _connections(proc)
@@ -313,3 +368,9 @@ def disconnect(run: Run) -> None:
             problems.append(f"/readyz answered {answer.status}")
     run.violations += [Violation("unhealthy", p) for p in problems]
     check_stored(run, AHEAD_MS)
+    with sqew.Client(run.target) as client:  # type: ignore[abstract]
+        stats = client.stats(BULK)
+    kept = stats.ready + stats.delayed + stats.leased
+    if kept != BULK_COUNT:
+        run.violations.append(Violation("lost", (
+            f"{BULK} holds {kept} messages, not the {BULK_COUNT} enqueued (none is consumed)")))
