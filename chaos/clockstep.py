@@ -1,7 +1,8 @@
 """``clock-step``: the server's clock steps backward and forward while the workload runs.
 
-The server is ``chaos.clockserve`` (sqew's app with a clock the harness steps); the consumers
-on the file and the command line keep the real clock. sqew judges a lease's end, a delayed
+The server is ``chaos.clockserve`` (sqew's app with a clock the harness steps), with a
+consumer of the contended queue of its own besides the workload's; the consumers on the file
+and the command line keep the real clock. sqew judges a lease's end, a delayed
 message's readiness and a backoff by the clock of the service that decides (the one that
 polls, reaps or settles): two processes whose clocks disagree disagree about when a lease
 ends, and that is not a broken lease. What must hold:
@@ -32,7 +33,8 @@ from chaos import leases
 from chaos.clockserve import ClockServer, Step
 from chaos.journal import OK, Record
 from chaos.leases import SLACK_S, Held, Violation
-from chaos.run import Run
+from chaos.procs import Slot
+from chaos.run import CONTENDED, Run
 
 MAX_STEP_S = 30.0
 """The server's clock is kept within this of the real clock (a step moves it at most this
@@ -155,6 +157,13 @@ def clock_step(run: Run) -> None:
     last step brings the clock back."""
     server = run.server
     assert isinstance(server, ClockServer)
+    # A consumer of the contended queue through the server: leases then pass between two
+    # consumers that share the server's clock, as well as to and from the file's.
+    extra = Slot("consumer", "http", "consumer-http-race", run.directory / "journals",
+                 ["--target", server.url, "--queues", CONTENDED, "--contended", CONTENDED,
+                  "--pace", "0.01"])
+    run.slots.append(extra)
+    run.restart(extra)
     limit = int(min(MAX_STEP_S, run.seconds) * 1000)
     widest = 0
     with (run.directory / "clock.ndjson").open("a") as journal:
