@@ -17,6 +17,7 @@ from typing import Any
 import sqew
 from chaos import checker, pg, store
 from chaos.journal import read_all
+from chaos.leases import Violation
 from chaos.procs import Server, Slot
 
 QUEUE_SETTINGS = {"visibility_ms": 1000, "max_attempts": 3, "backoff_base_ms": 50,
@@ -66,6 +67,10 @@ class Run:
     until: float = 0.0
     faults: int = 0
     notes: list[str] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)
+    """Violations a scenario found itself (in answers it read), added to the oracle's."""
+    lease_check: Callable[[dict[str, list[Any]]], list[Violation]] | None = None
+    """The lease rules' check, if the scenario needs its own (clocks that differ)."""
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -140,8 +145,14 @@ def _slots(run: Run) -> list[Slot]:
     return out
 
 
+SETUP: dict[str, Callable[[Run], None]] = {}
+"""What a scenario prepares before anything starts (a server process of its own), by name."""
+
+
 def execute(run: Run, scenario: str, faults: Callable[[Run], None]) -> checker.Summary:
     """Run the workload with ``faults`` injected, stop everything, and check."""
+    if scenario in SETUP:
+        SETUP[scenario](run)
     with sqew.Client(run.target) as client:  # type: ignore[abstract]
         for name, settings in QUEUES.items():
             client.create_queue(name, **settings)
@@ -178,7 +189,9 @@ def check(run: Run, scenario: str) -> checker.Summary:
         time.sleep(max(0.0, last - time.time() + 0.05))
         store.recover(run.target)
         journals = read_all(run.directory / "journals")
-        summary = checker.summarize(scenario, run.faults, journals, run.target, list(QUEUES))
+        summary = checker.summarize(scenario, run.faults, journals, run.target, list(QUEUES),
+                                    run.lease_check)
+        summary.violations += run.violations
     except BaseException:
         _release_pg(run, keep=True)
         raise

@@ -209,3 +209,17 @@ SCENARIOS = {s.name: s for s in (
     Scenario("pg-terminate", "pg_terminate_backend of every sqew session (pools, LISTEN) "
              "on PostgreSQL, repeatedly", pg_terminate, backend="postgres"),
 )}
+
+
+from chaos import abandon, clockstep  # noqa: E402  (they import this module's Run users)
+from chaos.run import SETUP  # noqa: E402
+
+SCENARIOS.update({s.name: s for s in (
+    Scenario("clock-step", "the server's clock steps backward and forward by up to 30 s",
+             clockstep.clock_step),
+    Scenario("cancel-merged", "bursts of requests merged into group commits, half cut "
+             "before their answer", abandon.cancel_merged),
+    Scenario("disconnect", "clients leave mid-answer (FIN or reset) and mid-long-poll",
+             abandon.disconnect),
+)})
+SETUP["clock-step"] = clockstep.setup
