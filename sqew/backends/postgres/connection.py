@@ -58,8 +58,9 @@ def conninfo(url: str) -> str:
 def connect(info: str, application_name: str | None = None) -> psycopg.Connection[Any]:
     """A new connection in autocommit mode (sqew begins and commits itself), named
     ``application_name`` if given (else as the URL says)."""
-    named = {} if application_name is None else {"application_name": application_name}
-    return psycopg.connect(info, autocommit=True, prepare_threshold=PREPARE_THRESHOLD, **named)
+    if application_name is not None:
+        info = pg_conninfo.make_conninfo(info, application_name=application_name)
+    return psycopg.connect(info, autocommit=True, prepare_threshold=PREPARE_THRESHOLD)
 
 
 class EndWatch:
