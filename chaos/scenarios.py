@@ -16,14 +16,17 @@ from chaos.run import CONTENDED, Run
 
 @dataclass(frozen=True)
 class Scenario:
-    """A named fault, its description, how many server workers it needs, and the database it
-    runs on (``sqlite`` or ``postgres``)."""
+    """A named fault, its description, how many server workers it needs, the database it
+    runs on (``sqlite`` or ``postgres``), how many ``sqew serve`` replicas, and its setup
+    (``Run.prepare``)."""
 
     name: str
     doc: str
     inject: Callable[[Run], None]
     server_workers: int = 1
     backend: str = "sqlite"
+    replicas: int = 1
+    prepare: Callable[[Run], None] | None = None
 
 
 def _kill_role(role: str) -> Callable[[Run], None]:
@@ -209,3 +212,7 @@ SCENARIOS = {s.name: s for s in (
     Scenario("pg-terminate", "pg_terminate_backend of every sqew session (pools, LISTEN) "
              "on PostgreSQL, repeatedly", pg_terminate, backend="postgres"),
 )}
+
+from chaos.faults_pg import scenarios as _pg_scenarios  # noqa: E402  (it imports Scenario)
+
+SCENARIOS.update({s.name: s for s in _pg_scenarios()})

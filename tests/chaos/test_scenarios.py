@@ -52,7 +52,8 @@ def test_the_short_form_injects_faults_and_breaks_no_promise(
     scenario = SCENARIOS[name]
     server = request.getfixturevalue("pg_server") if scenario.backend == "postgres" else None
     run = Run(tmp_path / name, SHORT_S, seed=7, server_workers=scenario.server_workers,
-              backend=scenario.backend, pg_server=server)
+              backend=scenario.backend, pg_server=server, replicas=scenario.replicas,
+              prepare=scenario.prepare)
     summary = execute(run, name, scenario.inject)
     shown = "\n".join(report.lines(summary, SHORT_S, run.notes))
     counts = summary.counts()
