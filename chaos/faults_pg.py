@@ -45,18 +45,21 @@ def pg_outage(run: Run) -> None:
     assert run.pg is not None
     server = run.pg.server
     probe = probes.Probe([s.url for s in run.servers], run.via or run.target).start()
-    outages: list[tuple[float, float]] = []
+    outages: list[tuple[float, float]] = []  # from the stop's start to the start's
+    stopped: list[tuple[float, float]] = []  # from the stop's end (PostgreSQL gone)
     recovery: list[float] = []
     try:
         while run.pause(0.5, 1.2) and time.time() < run.until:
             down_s = min(run.rng.uniform(1.0, 4.0), max(1.0, run.fault_deadline - time.time()))
-            down = time.time()  # (from the moment it begins to shut down)
+            down = time.time()
             server.stop("fast")
+            gone = time.time()
             run.faults += 1
             time.sleep(down_s)
             up = time.time()
             server.start()
             outages.append((down, up))
+            stopped.append((gone, up))
             took = probe.recovered(time.time(), time.time() + RECOVER_S)
             if took is None:
                 run.notes.append(f"{WRONG_ANSWER}: not every kind of call succeeded "
@@ -67,8 +70,8 @@ def pg_outage(run: Run) -> None:
         probe.stop()
         probe.save(run.directory / "probes.ndjson")
     during = probe.during(outages)
-    run.notes.append(f"{len(outages)} outages ({sum(hi - lo for lo, hi in outages):.1f} s "
-                     "down); calls sent during them:")
+    run.notes.append(f"{len(outages)} outages ({sum(hi - lo for lo, hi in stopped):.1f} s "
+                     "down); calls sent from each stop's start to the start's:")
     for kind in ("readyz", "http", "client"):
         sent = [(a, inside) for a, inside in during if a.kind == kind]
         by: dict[str, int] = {}
@@ -82,8 +85,8 @@ def pg_outage(run: Run) -> None:
     if recovery:
         run.notes.append(f"every kind of call succeeded again within {max(recovery):.1f} s "
                          "of PostgreSQL being back (no restart)")
-    said_ready = [a for a, inside in during if a.kind == "readyz" and a.outcome == "ok"
-                  and inside]
+    said_ready = [a for a, inside in probe.during(stopped)
+                  if a.kind == "readyz" and a.outcome == "ok" and inside]
     if said_ready:
         run.notes.append(f"{WRONG_ANSWER}: /readyz said ready {len(said_ready)} times while "
                          "PostgreSQL was down")
@@ -120,11 +123,25 @@ def pg_listen(run: Run) -> None:
     ``sqew-listen``: each Client's and the server's), again and again, while consumers long
     poll; then the missed wake-ups are counted."""
     ended = 0
-    while run.pause(0.2, 0.6) and time.time() < run.until:
+
+    def terminate() -> None:
+        nonlocal ended
         n = _terminate_listeners(run)
         ended += n
         run.faults += 1 if n else 0
+
+    wake = probes.WakeProbe(run.server.url, run.via or run.target).start()
+    try:
+        while run.pause(0.1, 0.4) and time.time() < run.until:
+            wake.trial(terminate)
+    finally:
+        wake.stop()
     run.notes.append(f"{ended} LISTEN sessions terminated")
+    slowest = max(wake.woken, default=0.0)
+    run.notes.append(
+        f"wake probes (a long poll through one process, killed LISTEN sessions, then a "
+        f"message through another): {len(wake.woken)} woken (the slowest {slowest:.2f} s "
+        f"after the enqueue), {wake.missed} came back empty after their whole wait")
     _wakeup_note(run)
 
 

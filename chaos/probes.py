@@ -246,3 +246,77 @@ def missed_wakeups(journals: dict[str, list[Record]]) -> Wakeups:
                 else:
                     during += 1
     return Wakeups(long_polls, empty, throughout, during)
+
+
+WAKE_QUEUE = "wake"
+WAKE_WAIT_MS = 4000
+
+
+@dataclass
+class WakeProbe:
+    """A long poll on an empty queue of its own (``WAKE_QUEUE``) through one process, and a
+    message enqueued through another: only a ``NOTIFY`` can wake the poll. ``polls`` through
+    ``sqew serve`` (``server``) answered by an enqueue of a Client in this process, and the
+    other way round, in turn; each trial keeps how long after the enqueue's answer the poll
+    came back, and whether it came back empty after its whole wait (a missed wake-up)."""
+
+    server: str
+    target: str
+    woken: list[float] = field(default_factory=list)
+    missed: int = 0
+
+    def start(self) -> WakeProbe:
+        """Open the two Clients and the queue (the database must be up)."""
+        self._http = sqew.Client(  # type: ignore[abstract]
+            self.server, timeout=HTTP_TIMEOUT_S + WAKE_WAIT_MS / 1000)
+        self._local = sqew.Client(self.target)  # type: ignore[abstract]
+        with contextlib.suppress(errors.QueueExists):
+            self._local.create_queue(WAKE_QUEUE)
+        self._turn = 0
+        return self
+
+    def trial(self, meanwhile: Any) -> None:
+        """One long poll; ``meanwhile()`` is called while it waits (a fault), then a message
+        is enqueued through the other process."""
+        self._turn += 1
+        poller, sender = ((self._http, self._local) if self._turn % 2
+                          else (self._local, self._http))
+        got: list[tuple[Any, float]] = []
+        thread = threading.Thread(target=lambda: got.append((self._poll(poller), time.time())),
+                                  daemon=True)
+        thread.start()
+        time.sleep(0.3)  # (parked by then, on an idle machine; if not, it claims at once)
+        meanwhile()
+        try:
+            sender.enqueue(WAKE_QUEUE, self._turn)
+        except errors.SqewError:
+            thread.join(WAKE_WAIT_MS / 1000 + HTTP_TIMEOUT_S)
+            return
+        sent = time.time()
+        thread.join(WAKE_WAIT_MS / 1000 + HTTP_TIMEOUT_S)
+        if got and got[0][0] is not None:
+            messages, back = got[0]
+            if messages:
+                self.woken.append(back - sent)
+                with contextlib.suppress(errors.SqewError):
+                    poller.ack(WAKE_QUEUE, messages[0].id, messages[0].token)
+            elif back > sent:  # empty after its whole wait, the message ready meanwhile
+                self.missed += 1
+        self._drain()
+
+    def _poll(self, client: Any) -> Any:
+        try:
+            return client.poll(WAKE_QUEUE, wait_ms=WAKE_WAIT_MS)
+        except errors.SqewError:
+            return None
+
+    def _drain(self) -> None:
+        with contextlib.suppress(errors.SqewError):
+            for m in self._local.poll(WAKE_QUEUE, batch=10):
+                self._local.ack(WAKE_QUEUE, m.id, m.token)
+
+    def stop(self) -> None:
+        """Close both Clients."""
+        for client in (self._http, self._local):
+            with contextlib.suppress(Exception):
+                client.close()

@@ -23,6 +23,7 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 MAX_CONNECTIONS = 256
@@ -139,11 +140,24 @@ class Proxy:
 
     def blackhole(self, for_s: float) -> None:
         """Forward nothing (accept, hold) for ``for_s``; returns when it is over."""
-        self._loop.call_soon_threadsafe(self._open.clear)
+        self.hold()
         try:
             time.sleep(for_s)
         finally:
-            self._loop.call_soon_threadsafe(self._open.set)
+            self.release()
+
+    def hold(self) -> None:
+        """Forward nothing from now on (what was read is held) until ``release``."""
+        self._on_loop(self._open.clear)
+
+    def release(self) -> None:
+        """Forward again, what was held first."""
+        self._on_loop(self._open.set)
+
+    def _on_loop(self, fn: Callable[[], None]) -> None:
+        async def run() -> None:
+            fn()
+        asyncio.run_coroutine_threadsafe(run(), self._loop).result(CONNECT_S)
 
     def connections(self) -> int:
         """Connections held now."""
