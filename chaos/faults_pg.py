@@ -214,8 +214,8 @@ def scenarios() -> list[Any]:
                  "and /readyz probed meanwhile", pg_outage, backend="postgres"),
         Scenario("pg-listen", "pg_terminate_backend of the LISTEN sessions alone, "
                  "repeatedly, during long polls", pg_listen, backend="postgres"),
-        Scenario("replicas", "kill -9 one of 3 sqew serve replicas on one PostgreSQL "
-                 "database, restarted", kill_replica, backend="postgres", replicas=3),
+        Scenario("replicas", "kill -9 one of 2 sqew serve replicas on one PostgreSQL "
+                 "database, restarted", kill_replica, backend="postgres", replicas=2),
         Scenario("pg-proxy", "a TCP proxy to PostgreSQL delays, drops, resets and "
                  "blackholes connections (2 replicas)", proxied.inject, backend="postgres",
                  replicas=2, prepare=proxied.prepare),
