@@ -180,13 +180,15 @@ class ProxyFaults:
             proxy.close()
 
     def inject(self, run: Run) -> None:
-        """At random moments: delay every chunk 100 ms to 2 s for a while, close (FIN) or reset
-        (RST) about half the connections, or forward nothing for 0.3 to 2 s."""
+        """At random moments, each kind in turn: reset (RST) or close (FIN) about half the
+        connections, forward nothing for 0.3 to 2 s, or hold every chunk 100 ms to 2 s for a
+        while."""
         proxy = self._proxies[id(run)]
-        counts = {"delay": 0, "drop": 0, "reset": 0, "blackhole": 0}
+        counts = {"reset": 0, "drop": 0, "blackhole": 0, "delay": 0}
         cut = 0
         while run.pause(0.3, 1.0) and time.time() < run.until:
-            kind = run.rng.choice(list(counts))
+            # each kind in turn (a reset first: the short form has time for one or two)
+            kind = list(counts)[run.faults % len(counts)]
             left = max(0.3, run.fault_deadline - time.time())
             if kind == "delay":
                 proxy.delay(run.rng.uniform(0.1, 2.0), min(left, run.rng.uniform(0.5, 2.0)))
