@@ -105,7 +105,9 @@ class Probe:
         """Create the probe queue (the database must be up) and start calling."""
         # (the pool's warnings about failed connections, in this process, would fill the
         # run's output while the database is down)
-        logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)
+        self._pool_log = logging.getLogger("psycopg.pool")
+        self._pool_level = self._pool_log.level
+        self._pool_log.setLevel(logging.CRITICAL)
         self._client = sqew.Client(self.target)  # type: ignore[abstract]
         with contextlib.suppress(errors.QueueExists):
             self._client.create_queue(PROBE_QUEUE)
@@ -122,6 +124,7 @@ class Probe:
             thread.join(HTTP_TIMEOUT_S + 10)
         with contextlib.suppress(Exception):
             self._client.close()
+        self._pool_log.setLevel(self._pool_level)
 
     def save(self, path: Path) -> None:
         """Write every answer to ``path``, one JSON line each (kept with the run's files)."""
