@@ -65,7 +65,7 @@ def main(argv: list[str]) -> int:
             status |= 1 if args.scenario == name else 0
             continue
         run = Run(base / name, seconds_of(args), args.seed, scenario.server_workers,
-                  scenario.backend)
+                  scenario.backend, replicas=scenario.replicas, prepare=scenario.prepare)
         began = time.monotonic()
         summary = execute(run, name, scenario.inject)
         took = time.monotonic() - began

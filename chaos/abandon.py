@@ -134,7 +134,7 @@ class _Client(threading.Thread):
 
 
 def _calls(rng: random.Random, serial: int) -> list[dict[str, Any]]:
-    out = []
+    out: list[dict[str, Any]] = []
     for i in range(BURST):
         if rng.random() < 0.5:
             queue, key = rng.choice(PRODUCED), f"abandon-{serial}-{i}"
@@ -238,7 +238,7 @@ def _acks(run: Run, journal: Journal, polled: list[tuple[str, Record]]) -> int:
     of the acks cut before their answer (``unknown``); how many were cut."""
     if not polled:
         return 0
-    calls = [{"op": "ack", "queue": q, "lease": lease,
+    calls: list[dict[str, Any]] = [{"op": "ack", "queue": q, "lease": lease,
               "http": ("POST", f"/queues/{q}/ack", {"id": lease["id"], "token": lease["token"]})}
              for q, lease in polled[:ACKED]]
     now = time.time()

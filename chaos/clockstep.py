@@ -146,7 +146,7 @@ def check_stored(run: Run, ahead_ms: int) -> None:
 def setup(run: Run) -> None:
     """The run's server is a ``ClockServer``, and its oracle judges polls by their clocks."""
     server = ClockServer(run.target, run.directory / "server.log")
-    run.server = server
+    run.server, run.servers = server, [server]
     run.lease_check = lease_check(server)
 
 

@@ -13,6 +13,8 @@ was read) unless said otherwise:
   the payload sent, ``payload_digest``).
 - ``poll``: ``queue``, ``messages``: ``[{id, token, attempts, lease_expires_at}]``
   (``lease_expires_at`` in epoch ms as the server said it).
+- ``poll-empty``: ``queue``, ``wait_ms``: a long poll that leased nothing (an empty poll that
+  did not wait is not journalled).
 - ``ack-intent`` / ``nack-intent``: ``queue``, ``id``, ``token``, ``t0`` only: written before
   the call, so a process killed during it leaves a trace that the call may have happened.
 - ``ack`` / ``nack`` / ``extend``: ``queue``, ``id``, ``token``, ``outcome`` (``ok``, an error

@@ -20,8 +20,8 @@ from chaos.journal import read_all
 from chaos.leases import Violation
 from chaos.procs import Server, Slot
 
-QUEUE_SETTINGS = {"visibility_ms": 1000, "max_attempts": 3, "backoff_base_ms": 50,
-                  "backoff_max_ms": 400}
+QUEUE_SETTINGS: dict[str, object] = {"visibility_ms": 1000, "max_attempts": 3,
+                                     "backoff_base_ms": 50, "backoff_max_ms": 400}
 QUEUES: dict[str, dict[str, object]] = {
     "jobs": {**QUEUE_SETTINGS, "archive": True},
     "plain": QUEUE_SETTINGS,
@@ -56,6 +56,12 @@ class Run:
     pg_server: Any = None
     """A started ``PgServer`` to make the run's PostgreSQL database on; None: the run starts
     one of its own (and stops it)."""
+    replicas: int = 1
+    """How many ``sqew serve`` processes on the database, each on its own port (the HTTP
+    workload spreads its calls over them)."""
+    prepare: Callable[[Run], None] | None = None
+    """Called before the servers and the workload start (a scenario's own setup: a proxy);
+    what it starts, it stops through ``cleanups``."""
     rng: random.Random = field(init=False)
     db: Path = field(init=False)
     target: str = field(init=False)
@@ -63,6 +69,11 @@ class Run:
     pg: pg.Database | None = field(init=False, default=None)
     own_pg: bool = field(init=False, default=False)
     server: Server = field(init=False)
+    servers: list[Server] = field(init=False)
+    via: str | None = None
+    """What the workload's Clients and the servers open instead of ``target`` (a proxy's
+    URL); the oracle reads ``target``."""
+    cleanups: list[Callable[[], None]] = field(default_factory=list)
     slots: list[Slot] = field(default_factory=list)
     until: float = 0.0
     faults: int = 0
@@ -82,7 +93,9 @@ class Run:
                 self.pg_server, self.own_pg = pg.start_server(), True
             self.pg = pg.Database(self.pg_server)
             self.target = self.pg.url
-        self.server = Server(self.target, self.directory / "server.log", self.server_workers)
+        self.servers = [Server(self.target, self.directory / f"server{i or ''}.log",
+                               self.server_workers) for i in range(self.replicas)]
+        self.server = self.servers[0]
 
     @property
     def fault_deadline(self) -> float:
@@ -122,7 +135,8 @@ def _slots(run: Run) -> list[Slot]:
     journals.mkdir(exist_ok=True)
     produced = ["--queues", ",".join(PRODUCED)]
     consumed = ["--queues", ",".join(QUEUES), "--contended", CONTENDED]
-    targets = {"local": run.target, "http": run.server.url, "cli": run.target}
+    targets = {"local": run.via or run.target, "http": ",".join(s.url for s in run.servers),
+               "cli": run.target}
     if run.pg is not None:  # the Clients (in process and over HTTP); no command line
         del targets["cli"]
     # A command costs a process start (most of a second of CPU): the CLI's pace is slower.
@@ -145,37 +159,39 @@ def _slots(run: Run) -> list[Slot]:
     return out
 
 
-SETUP: dict[str, Callable[[Run], None]] = {}
-"""What a scenario prepares before anything starts (a server process of its own), by name."""
-
-
 def execute(run: Run, scenario: str, faults: Callable[[Run], None]) -> checker.Summary:
     """Run the workload with ``faults`` injected, stop everything, and check."""
-    if scenario in SETUP:
-        SETUP[scenario](run)
     with sqew.Client(run.target) as client:  # type: ignore[abstract]
         for name, settings in QUEUES.items():
             client.create_queue(name, **settings)
-    run.slots = _slots(run)
     try:
-        run.server.launch()  # the workload starts meanwhile; HTTP calls wait for it
+        if run.prepare is not None:
+            run.prepare(run)
+        run.slots = _slots(run)
+        for server in run.servers:  # the workload starts meanwhile; HTTP calls wait for it
+            server.launch()
         for slot in run.slots:
             slot.start(run.until_file, run.seed)
-        run.server.wait_serving()
+        for server in run.servers:
+            server.wait_serving()
         for slot in run.slots:
             slot.wait_ready()
         run.begin()
         faults(run)
-        if not run.server.running():
-            run.server.start()
+        for server in run.servers:
+            if not server.running():
+                server.start()
         for slot in run.slots:
             slot.finish(run.until + GRACE_S)
     finally:
         for slot in run.slots:
             slot.kill()
-        if run.server.running():
-            run.server.terminate()
-        run.server.kill()
+        for server in run.servers:
+            if server.running():
+                server.terminate()
+            server.kill()
+        for cleanup in reversed(run.cleanups):
+            cleanup()
     return check(run, scenario)
 
 

@@ -16,14 +16,17 @@ from chaos.run import CONTENDED, Run
 
 @dataclass(frozen=True)
 class Scenario:
-    """A named fault, its description, how many server workers it needs, and the database it
-    runs on (``sqlite`` or ``postgres``)."""
+    """A named fault, its description, how many server workers it needs, the database it
+    runs on (``sqlite`` or ``postgres``), how many ``sqew serve`` replicas, and its setup
+    (``Run.prepare``)."""
 
     name: str
     doc: str
     inject: Callable[[Run], None]
     server_workers: int = 1
     backend: str = "sqlite"
+    replicas: int = 1
+    prepare: Callable[[Run], None] | None = None
 
 
 def _kill_role(role: str) -> Callable[[Run], None]:
@@ -111,7 +114,8 @@ def _leases_in(record: dict[str, object] | None, queue: str) -> list[dict[str, i
     holds them, none settled yet)."""
     if record is None or record.get("op") != "poll" or record.get("queue") != queue:
         return []
-    return list(record["messages"])  # type: ignore[call-overload]
+    messages: list[dict[str, int]] = list(record["messages"])  # type: ignore[call-overload]
+    return messages
 
 
 def _holding(run: Run, deadline: float) -> tuple[Slot, dict[str, int]] | None:
@@ -212,14 +216,16 @@ SCENARIOS = {s.name: s for s in (
 
 
 from chaos import abandon, clockstep  # noqa: E402  (they import this module's Run users)
-from chaos.run import SETUP  # noqa: E402
 
 SCENARIOS.update({s.name: s for s in (
     Scenario("clock-step", "the server's clock steps backward and forward by up to 30 s",
-             clockstep.clock_step),
+             clockstep.clock_step, prepare=clockstep.setup),
     Scenario("cancel-merged", "bursts of requests merged into group commits, half cut "
              "before their answer", abandon.cancel_merged),
     Scenario("disconnect", "clients leave mid-answer (FIN or reset) and mid-long-poll",
              abandon.disconnect),
 )})
-SETUP["clock-step"] = clockstep.setup
+
+from chaos.faults_pg import scenarios as _pg_scenarios  # noqa: E402  (it imports Scenario)
+
+SCENARIOS.update({s.name: s for s in _pg_scenarios()})

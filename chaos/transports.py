@@ -11,6 +11,7 @@ did not happen) or raises ``NoAnswer`` (no answer came: it may or may not have h
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -76,14 +77,21 @@ def _lease(m: Any) -> Lease:
 
 
 class ClientTransport:
-    """``local`` and ``http``: a ``sqew.Client`` on a file or a URL."""
+    """``local`` and ``http``: a ``sqew.Client`` on a file or a URL; several URLs
+    (comma-separated: replicas of ``sqew serve``) are called in turn at random, so a lease
+    taken through one may be settled through another."""
 
     def __init__(self, target: str) -> None:
         # (``Client(target)`` builds the local or the HTTP client: not abstract at run time)
         kwargs: dict[str, Any] = {"timeout": HTTP_TIMEOUT_S} if target.startswith("http") else {}
-        self._client = sqew.Client(target, **kwargs)  # type: ignore[abstract]
+        urls = target.split(",") if target.startswith("http") else [target]
+        self._clients = [sqew.Client(url, **kwargs) for url in urls]  # type: ignore[abstract]
+        self._client = self._clients[0]
+        self._rng = random.Random()
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        if len(self._clients) > 1:  # the same method of another replica's client
+            fn = getattr(self._rng.choice(self._clients), fn.__name__)
         try:
             return fn(*args, **kwargs)
         except errors.SqewError as exc:
@@ -111,7 +119,8 @@ class ClientTransport:
         return int(self._call(self._client.extend_lease, queue, id, token, ms).lease_expires_at)
 
     def close(self) -> None:
-        self._client.close()
+        for client in self._clients:
+            client.close()
 
 
 class CliTransport:

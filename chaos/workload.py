@@ -147,6 +147,9 @@ def consume(tr: Transport, journal: Journal, args: argparse.Namespace) -> int:
             time.sleep(RETRY_S)
             continue
         polls += 1
+        if not leases and wait_ms:  # (how long it waited: a missed wake-up waits it all)
+            journal.write({"op": "poll-empty", "queue": queue, "wait_ms": wait_ms, "t0": t0,
+                           "t1": time.time()})
         time.sleep(args.pace)
         if not leases:
             continue

@@ -1,7 +1,8 @@
 """Every scenario of the chaos harness in its short form: the fault really happened, the
 workload was acknowledged, and the oracle found no violation (docs/reliability.md); where a
 scenario stages late settles of lapsed leases (``pause-consumer``), sqew refused some with
-``LeaseLost``, so the lease rules were at work.
+``LeaseLost``, so the lease rules were at work; where the harness probes sqew's answers itself
+(``pg-outage``), none was one sqew must not give.
 
 The PostgreSQL scenarios (marked ``postgres``) share one server of this module's own (not
 the suite's: they restart it), each on a fresh database; skipped where PostgreSQL cannot run,
@@ -16,7 +17,7 @@ from typing import Any
 import pg_support
 import pytest
 
-from chaos import pg, report
+from chaos import faults_pg, pg, report
 from chaos.__main__ import SHORT_S
 from chaos.run import Run, execute
 from chaos.scenarios import SCENARIOS
@@ -52,12 +53,14 @@ def test_the_short_form_injects_faults_and_breaks_no_promise(
     scenario = SCENARIOS[name]
     server = request.getfixturevalue("pg_server") if scenario.backend == "postgres" else None
     run = Run(tmp_path / name, SHORT_S, seed=7, server_workers=scenario.server_workers,
-              backend=scenario.backend, pg_server=server)
+              backend=scenario.backend, pg_server=server, replicas=scenario.replicas,
+              prepare=scenario.prepare)
     summary = execute(run, name, scenario.inject)
     shown = "\n".join(report.lines(summary, SHORT_S, run.notes))
     counts = summary.counts()
     assert counts["faults"] > 0, shown
     assert counts["operations"] > 0, shown
     assert summary.ok, shown
+    assert not faults_pg.wrong_answers(run.notes), shown  # (the probes of pg-outage)
     if name in STAGES_LEASE_LOST:
         assert counts["lease_lost"] > 0, shown

@@ -64,3 +64,29 @@ def test_one_listening_connection_wakes_exactly_the_polls_of_the_written_queue(
         waiting.close()
         other.close()
         store.drop()
+
+
+def test_the_listening_connection_names_itself_for_operators(tmp_path: Path) -> None:
+    """``application_name`` tells the ``LISTEN`` session apart in ``pg_stat_activity`` (an
+    operator or a fault injector can end it alone): whether a session listens is visible to
+    itself only (``pg_listening_channels``)."""
+    import pg_support
+    import targets
+
+    store = targets.postgres(tmp_path)
+    client = sqew.LocalClient(store.url)
+    try:
+        client.create_queue("q")
+        client.poll("q", wait_ms=50)  # a poll that waits opens the listening connection
+        assert client.service.waiter.until_listening(20)
+        dbname = store.url.rsplit("/", 1)[1]
+        with contextlib.closing(pg_support.cluster().server.connect(dbname)) as admin:
+            names = admin.execute(
+                "SELECT application_name, query FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                "AND (query ILIKE 'LISTEN%' OR application_name = 'sqew-listen')"
+            ).fetchall()
+        assert names == [("sqew-listen", "LISTEN sqew")]
+    finally:
+        client.close()
+        store.drop()

@@ -99,10 +99,13 @@ class PostgresBackend(Backend):
         self.clock.start(self._txs.connection)
 
     # --- opening --------------------------------------------------------------------------------
-    def _connect(self) -> psycopg.Connection[Any]:
-        conn = connection.connect(self._info)
+    def _connect(self, application_name: str | None = None) -> psycopg.Connection[Any]:
+        conn = connection.connect(self._info, application_name)
         self._configure(conn)
         return conn
+
+    def _connect_listener(self) -> psycopg.Connection[Any]:
+        return self._connect(connection.LISTENER_NAME)
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         if self._trace is not None:
@@ -164,7 +167,7 @@ class PostgresBackend(Backend):
         return PostgresWriteSession(self._connect, self._origin, self._cache)
 
     def waiter(self) -> Waiter:
-        return PostgresWaiter(self._connect, self._origin)
+        return PostgresWaiter(self._connect_listener, self._origin)
 
     def maintain(self) -> None:
         with driver_errors(), self._txs.connection() as conn:

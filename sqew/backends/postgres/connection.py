@@ -39,6 +39,10 @@ PREPARE_THRESHOLD = 2
 claim or an ack is then parsed and planned once per connection)."""
 CHANNEL = "sqew"
 """The ``LISTEN``/``NOTIFY`` channel; a notification's payload is a queue name."""
+LISTENER_NAME = "sqew-listen"
+"""The ``application_name`` of the ``LISTEN`` connection: whether a session listens is visible
+to that session only (``pg_listening_channels``), so ``pg_stat_activity`` tells it apart by
+this name (docs/postgres.md)."""
 
 
 def conninfo(url: str) -> str:
@@ -51,8 +55,11 @@ def conninfo(url: str) -> str:
     return text
 
 
-def connect(info: str) -> psycopg.Connection[Any]:
-    """A new connection in autocommit mode (sqew begins and commits itself)."""
+def connect(info: str, application_name: str | None = None) -> psycopg.Connection[Any]:
+    """A new connection in autocommit mode (sqew begins and commits itself), named
+    ``application_name`` if given (else as the URL says)."""
+    if application_name is not None:
+        info = pg_conninfo.make_conninfo(info, application_name=application_name)
     return psycopg.connect(info, autocommit=True, prepare_threshold=PREPARE_THRESHOLD)
 
 
