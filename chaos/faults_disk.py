@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import shutil
 import subprocess
@@ -36,6 +37,10 @@ PROBE_QUEUE = "probe"
 CLEAR = "Unavailable"
 """The code every interface must answer with while the disk is full."""
 PROBE_TIMEOUT_S = 60.0
+PROBE_BYTES = 100_000
+"""(Under the 128 KiB that one argument of a command may be.)"""
+FULL_MAX_S = 5.0
+"""How long the disk is kept full past its random hold, at most, for the probes to answer."""
 _CHUNK = 1024 * 1024
 
 
@@ -117,19 +122,24 @@ def fill(path: Path) -> int:
     return size
 
 
+def _payload(kind: str) -> dict[str, str]:
+    # Large enough to need new pages at the end of the -wal, where reused ones will not do.
+    return {"probe": kind, "fill": "x" * PROBE_BYTES}
+
+
 def probe(run: Run, kind: str) -> str:
     """One enqueue through the interface ``kind``: ``ok``, or the error it answered."""
     if kind == "cli":
         done = subprocess.run(
             [str(SQEW_BIN), "--db", run.target, "message", "enqueue", "--queue", PROBE_QUEUE,
-             "--payload", '{"probe": "cli"}'], capture_output=True, text=True, check=False,
+             "--payload", json.dumps(_payload(kind))], capture_output=True, text=True, check=False,
             timeout=PROBE_TIMEOUT_S, env=child_env())
         return "ok" if done.returncode == 0 else f"exit {done.returncode}: {done.stderr.strip()}"
     try:
         client = (sqew.Client(run.target) if kind == "local"  # type: ignore[abstract]
                   else sqew.Client(run.server.url, timeout=PROBE_TIMEOUT_S))  # type: ignore[abstract]
         with client:
-            client.enqueue(PROBE_QUEUE, {"probe": kind})
+            client.enqueue(PROBE_QUEUE, _payload(kind))
     except errors.SqewError as exc:
         text = str(exc)
         return text if text.startswith(f"{exc.code}:") else f"{exc.code}: {text}"
@@ -171,7 +181,8 @@ def log(run: Run, event: str) -> None:
 
 def full_disk(run: Run) -> None:
     """Fill the database's file system with a ballast file until writes fail, keep it full
-    0.5 to 1.5 s under load (probing each interface meanwhile), then free the space."""
+    0.5 to 1.5 s under load, and until the probes of each interface have answered (at most
+    ``FULL_MAX_S`` more), then free the space."""
     with sqew.Client(run.target) as client:  # type: ignore[abstract]
         client.create_queue(PROBE_QUEUE)
     ballast = run.db.parent / "ballast"
@@ -183,7 +194,10 @@ def full_disk(run: Run) -> None:
         log(run, f"full (ballast of {size} bytes)")
         got: dict[str, str] = {}
         threads = probes(run, got)
-        time.sleep(run.rng.uniform(0.5, 1.5))
+        hold = time.time() + run.rng.uniform(0.5, 1.5)
+        for t in threads:  # the probes answer while the disk is full, if they can in time
+            t.join(max(0.0, hold + FULL_MAX_S - time.time()))
+        time.sleep(max(0.0, hold - time.time()))
         ballast.unlink()
         log(run, "space freed")
         for t in threads:

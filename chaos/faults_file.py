@@ -66,15 +66,21 @@ def kill_migration(run: Run) -> None:
     again on the file, and the oracle checks that nothing acknowledged before was lost)."""
     order = migration_kills_revisions()
     rounds, deadline = 0, run.fault_deadline  # (each round moves the run's end further)
+    done: list[str] = []
+    # The workload first makes data (messages ready, leased, dead-lettered, archived) for a
+    # third of the run.
+    time.sleep(max(0.0, run.until - run.seconds * 2 / 3 - time.time()))
     while run.pause(0.5, 1.0) and (rounds == 0 or time.time() < deadline):
         start = run.rng.choice(order[:-1]) if rounds else first_start(run, order)
         stop_workload(run)
         migration_kills.downgrade_to(run.target, start)
-        run.faults += kill_each_write(run, start)
+        kills = kill_each_write(run, start)
+        run.faults += kills
         rounds += 1
+        done.append(f"from {start}: {kills} kills")
         if time.time() < deadline:  # else the run ends here: sqew serve is started again on
             start_workload(run)     # the file, and the oracle reads it
-    run.notes.append(f"{rounds} upgrade(s) killed at each write, from an older revision")
+    run.notes.append("sqew db upgrade killed after each write, " + "; ".join(done))
 
 
 def first_start(run: Run, order: list[str]) -> str:

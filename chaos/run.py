@@ -193,7 +193,10 @@ def check(run: Run, scenario: str) -> checker.Summary:
         store.recover(run.target)
         journals = read_all(run.directory / "journals")
         summary = checker.summarize(scenario, run.faults, journals, run.target, list(QUEUES))
-    except BaseException:
+    except BaseException as exc:
+        if run.pg is None and checker.is_corrupt(exc):  # the oracle's verdict, not a crash
+            return checker.unreadable(scenario, run.faults,
+                                      read_all(run.directory / "journals"), exc)
         _release_pg(run, keep=True)
         raise
     if summary.integrity_checked is False:
