@@ -195,6 +195,7 @@ def check(run: Run, scenario: str) -> checker.Summary:
         summary = checker.summarize(scenario, run.faults, journals, run.target, list(QUEUES))
     except BaseException as exc:
         if run.pg is None and checker.is_corrupt(exc):  # the oracle's verdict, not a crash
+            run.notes.append("the file could not be read back: no other rule was checked")
             return checker.unreadable(scenario, run.faults,
                                       read_all(run.directory / "journals"), exc)
         _release_pg(run, keep=True)

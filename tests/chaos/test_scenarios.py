@@ -26,19 +26,8 @@ STAGES_LEASE_LOST = {"pause-consumer"}
 (elsewhere they happen by chance: counted, not required)."""
 
 
-BREAKS_PROMISES = {
-    "delete-wal": "a -wal deleted under live processes can corrupt the file (processes with "
-                  "the old -wal and new openers share one -shm): docs/reliability.md",
-}
-"""Scenarios whose fault sqew cannot withstand (what they find is in docs/reliability.md):
-expected to fail, not required to (the damage is a race)."""
-
-
 def _marks(name: str) -> list[pytest.MarkDecorator]:
-    marks = [pytest.mark.postgres] if SCENARIOS[name].backend == "postgres" else []
-    if name in BREAKS_PROMISES:
-        marks.append(pytest.mark.xfail(reason=BREAKS_PROMISES[name], strict=False))
-    return marks
+    return [pytest.mark.postgres] if SCENARIOS[name].backend == "postgres" else []
 
 
 @pytest.fixture(scope="module")
