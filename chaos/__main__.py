@@ -64,10 +64,14 @@ def main(argv: list[str]) -> int:
             print(f"== {name}: skipped: PostgreSQL cannot run here: {reason}", flush=True)
             status |= 1 if args.scenario == name else 0
             continue
+        if scenario.unavailable is not None and (reason := scenario.unavailable()) is not None:
+            print(f"== {name}: skipped: {reason}", flush=True)
+            status |= 1 if args.scenario == name else 0
+            continue
         run = Run(base / name, seconds_of(args), args.seed, scenario.server_workers,
                   scenario.backend, replicas=scenario.replicas, prepare=scenario.prepare)
         began = time.monotonic()
-        summary = execute(run, name, scenario.inject)
+        summary = execute(run, name, scenario.inject, scenario.storage)
         took = time.monotonic() - began
         print("\n".join(report.lines(summary, took, run.notes)), flush=True)
         results.append(report.as_json(summary, took, run.notes))

@@ -25,6 +25,7 @@ broken one is a violation of one column of the summary):
 
 from __future__ import annotations
 
+import sqlite3
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -221,3 +222,24 @@ def summarize(scenario: str, faults: int, journals: dict[str, list[Record]],
     return Summary(scenario, faults, operations(journals), lease_lost(journals),
                    check(journals, raw, public, queues, lease_check),
                    raw.integrity is not None)
+
+
+def is_corrupt(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an error it was raised from) is SQLite's ``SQLITE_CORRUPT`` or
+    ``SQLITE_NOTADB``: the file cannot be read back at all."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        code = getattr(seen, "sqlite_errorcode", None)
+        if isinstance(seen, sqlite3.Error) and isinstance(code, int) and code & 0xFF in (
+                sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def unreadable(scenario: str, faults: int, journals: dict[str, list[Record]],
+               exc: BaseException) -> Summary:
+    """The verdict on a database file too corrupt to be read back: one integrity violation
+    (no other rule can be checked against it)."""
+    return Summary(scenario, faults, operations(journals), lease_lost(journals),
+                   [Violation("integrity", f"the file cannot be read: {exc}")])

@@ -7,9 +7,11 @@ before it, so that the last restarted processes and the server have time to work
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -159,8 +161,20 @@ def _slots(run: Run) -> list[Slot]:
     return out
 
 
-def execute(run: Run, scenario: str, faults: Callable[[Run], None]) -> checker.Summary:
-    """Run the workload with ``faults`` injected, stop everything, and check."""
+Storage = Callable[[Run], AbstractContextManager[None]]
+"""Where a scenario's database lives, when not in the run's directory: a context that moves
+``run.db`` (and the server) there before anything opens it, and is left after the check."""
+
+
+def execute(run: Run, scenario: str, faults: Callable[[Run], None],
+            storage: Storage | None = None) -> checker.Summary:
+    """Run the workload with ``faults`` injected, stop everything, and check (on the
+    scenario's ``storage``, if it has one)."""
+    with storage(run) if storage is not None else contextlib.nullcontext():
+        return _execute(run, scenario, faults)
+
+
+def _execute(run: Run, scenario: str, faults: Callable[[Run], None]) -> checker.Summary:
     with sqew.Client(run.target) as client:  # type: ignore[abstract]
         for name, settings in QUEUES.items():
             client.create_queue(name, **settings)
@@ -208,7 +222,11 @@ def check(run: Run, scenario: str) -> checker.Summary:
         summary = checker.summarize(scenario, run.faults, journals, run.target, list(QUEUES),
                                     run.lease_check)
         summary.violations += run.violations
-    except BaseException:
+    except BaseException as exc:
+        if run.pg is None and checker.is_corrupt(exc):  # the oracle's verdict, not a crash
+            run.notes.append("the file could not be read back: no other rule was checked")
+            return checker.unreadable(scenario, run.faults,
+                                      read_all(run.directory / "journals"), exc)
         _release_pg(run, keep=True)
         raise
     if summary.integrity_checked is False:

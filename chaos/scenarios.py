@@ -11,14 +11,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from chaos.procs import STOP_S, Slot, hold_write_lock
-from chaos.run import CONTENDED, Run
+from chaos.run import CONTENDED, Run, Storage
 
 
 @dataclass(frozen=True)
 class Scenario:
     """A named fault, its description, how many server workers it needs, the database it
-    runs on (``sqlite`` or ``postgres``), how many ``sqew serve`` replicas, and its setup
-    (``Run.prepare``)."""
+    runs on (``sqlite`` or ``postgres``), where (``storage``), how many ``sqew serve``
+    replicas, and its setup (``Run.prepare``)."""
 
     name: str
     doc: str
@@ -27,6 +27,10 @@ class Scenario:
     backend: str = "sqlite"
     replicas: int = 1
     prepare: Callable[[Run], None] | None = None
+    storage: Storage | None = None
+    """Where the database lives, if not in the run's directory (``run.Storage``)."""
+    unavailable: Callable[[], str | None] | None = None
+    """Why the scenario cannot run here (None: it can), where that depends on the machine."""
 
 
 def _kill_role(role: str) -> Callable[[Run], None]:
@@ -229,3 +233,18 @@ SCENARIOS.update({s.name: s for s in (
 from chaos.faults_pg import scenarios as _pg_scenarios  # noqa: E402  (it imports Scenario)
 
 SCENARIOS.update({s.name: s for s in _pg_scenarios()})
+
+# The SQLite file's faults (their code: chaos.faults_file).
+from chaos import faults_disk, faults_file  # noqa: E402
+
+SCENARIOS.update({s.name: s for s in (
+    Scenario("kill-migration", "kill -9 sqew db upgrade of an older database holding the "
+             "workload's data, after each of its writes in turn", faults_file.kill_migration),
+    Scenario("close-fd", "a thread of a workload process opens and closes the database, "
+             "-wal and -shm beside its live connections", faults_file.close_fd),
+    Scenario("delete-wal", "the -wal file unlinked while processes have it open",
+             faults_file.delete_wal),
+    Scenario("full-disk", "the database's small file system filled up by a ballast file "
+             "during group commits, then freed", faults_disk.full_disk,
+             storage=faults_disk.small_fs, unavailable=faults_disk.unavailable),
+)})

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from chaos import transports
+from chaos import fd_closer, transports
 from chaos.journal import OK, UNKNOWN, Journal, Record, payload_digest
 from chaos.transports import NoAnswer, Refused, Transport
 
@@ -196,6 +196,8 @@ def main(argv: list[str]) -> int:
     """Run one workload process to its end."""
     args = parse(argv)
     tr = transports.open_transport(args.kind, args.target)
+    if args.kind == "local":  # the close-fd scenario's fault, made on request (a signal)
+        fd_closer.install(args.target, args.seed)
     args.journal.with_suffix(".ready").touch()  # imports done: the runner may go on
     args.until = _until(args.until_file)
     try:

@@ -155,3 +155,17 @@ def test_settles_refused_with_lease_lost_are_counted_not_reported() -> None:
     journals = {"p": [enqueue("jobs", 1)], "c": acked("jobs", 1, "LeaseLost")}
     assert checker.lease_lost(journals) == 1
     assert kinds(journals, raw(rows={1: "jobs"})) == []
+
+
+def test_a_file_too_corrupt_to_read_back_is_an_integrity_violation(tmp_path: Path) -> None:
+    """A run whose fault left a file SQLite cannot read is the oracle's verdict (an integrity
+    failure), not a crash of the harness."""
+    from chaos.run import Run, check
+
+    run = Run(tmp_path / "run", 1.0, seed=1)
+    (run.directory / "journals").mkdir()
+    run.db.write_bytes(b"this is not a SQLite database, whatever its name says" * 100)
+    summary = check(run, "corrupt")
+    assert not summary.ok
+    assert [v.kind for v in summary.violations] == ["integrity"], summary.violations
+    assert summary.counts()["integrity_failures"] == 1

@@ -51,11 +51,13 @@ def pg_server() -> Iterator[Any]:
 def test_the_short_form_injects_faults_and_breaks_no_promise(
         name: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     scenario = SCENARIOS[name]
+    if scenario.unavailable is not None and (reason := scenario.unavailable()) is not None:
+        pytest.skip(reason)
     server = request.getfixturevalue("pg_server") if scenario.backend == "postgres" else None
     run = Run(tmp_path / name, SHORT_S, seed=7, server_workers=scenario.server_workers,
               backend=scenario.backend, pg_server=server, replicas=scenario.replicas,
               prepare=scenario.prepare)
-    summary = execute(run, name, scenario.inject)
+    summary = execute(run, name, scenario.inject, scenario.storage)
     shown = "\n".join(report.lines(summary, SHORT_S, run.notes))
     counts = summary.counts()
     assert counts["faults"] > 0, shown

@@ -3,8 +3,9 @@ open (a new database) or ``sqew db upgrade`` (an older one) goes on from there; 
 opening a database while another creates or upgrades it waits for it, then opens it.
 
 The migrating processes are real and SIGKILL themselves after a chosen statement that writes
-(``migration_kills``): after every write of every revision in turn, found by running them, so
-a revision added later is covered without a change here.
+(``chaos.migration_kills``, which the chaos harness's ``kill-migration`` scenario runs too):
+after every write of every revision in turn, found by running them, so a revision added later
+is covered without a change here.
 """
 
 from __future__ import annotations
@@ -25,10 +26,14 @@ from sqlalchemy import create_engine, pool
 import sqew
 from sqew import migrate
 
-from .migration_kills import State, state
 from .support import SQEW_BIN, Procs, finish, wait_for
 
-KILLS = Path(__file__).with_name("migration_kills.py")
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # the chaos harness is imported from the source tree
+    sys.path.insert(0, str(ROOT))
+from chaos.migration_kills import State, state  # noqa: E402
+
+KILLS = ROOT / "chaos" / "migration_kills.py"
 MakeDb = Callable[[str], str]
 """Makes an empty database of the test's backend, named after its argument; its target."""
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import sqlite3
+import time
 import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
@@ -46,9 +49,12 @@ def connect(
     with ``read_only``, one that can only read (the journal mode is left as it is).
 
     Raises:
-        sqew.errors.Unavailable: the database cannot use WAL mode.
+        sqew.errors.Unavailable: the database cannot use WAL mode, or its ``-wal`` was
+            deleted while another process has it open (``refuse_a_deleted_wal``).
         sqlite3.Error: the file is not a database, or cannot be opened.
     """
+    if not read_only:
+        refuse_a_deleted_wal(path)
     conn = sqlite3.connect(
         _uri(path, read_only), isolation_level=None, check_same_thread=False,
         timeout=BUSY_TIMEOUT_MS / 1000, cached_statements=256, uri=True,
@@ -74,8 +80,74 @@ def connect(
     return conn
 
 
+WAL_GONE_TRIES = 5
+"""How often a missing ``-wal`` is looked at again before the open is refused: a process
+closing the database's last connection deletes its ``-wal`` a moment before it lets go of its
+locks on the ``-shm``."""
+
+
+def refuse_a_deleted_wal(path: Path) -> None:
+    """Refuse to open a database whose ``-wal`` is gone while another process has it open.
+
+    Such a ``-wal`` was deleted under that process (by hand, a cleanup script, a copy put
+    back): the process goes on writing into the deleted file, while a connection opened now
+    would start a new ``-wal`` beside it. Both would share the one ``-shm``, which indexes
+    frames by their place in *the* ``-wal``: each would read the other's frames out of its
+    own file, and the database is corrupt. The open is refused until every process that had
+    it open has closed it (their last close copies their commits into the file). Another
+    process has it open if it holds a lock on the ``-shm`` (Linux's ``/proc/locks``; where
+    there is none, nothing is checked). Connections of this very process are not seen.
+
+    Raises:
+        sqew.errors.Unavailable: the ``-wal`` is missing and another process has the
+            database open.
+    """
+    wal, shm = path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")
+    for attempt in range(WAL_GONE_TRIES):
+        if wal.exists():
+            return
+        holders = _lock_holders(shm)
+        if not holders:
+            return
+        if attempt + 1 < WAL_GONE_TRIES:
+            time.sleep(0.02)
+    raise errors.Unavailable(
+        f"the database '{path}' is open in another process (pid {min(holders)}) but its -wal "
+        "file is gone (deleted while in use?); opening it now would corrupt it: stop the "
+        "processes that have it open, then open it again")
+
+
+def _lock_holders(file: Path) -> set[int]:
+    """The other processes holding a POSIX lock on ``file`` (none if it does not exist, or
+    where ``/proc/locks`` cannot be read). Nothing is opened: closing a descriptor of the
+    ``-shm`` would drop this process's own locks on it."""
+    try:
+        st = file.stat()
+        table = Path("/proc/locks").read_text()
+    except OSError:
+        return set()
+    where = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    holders = set()
+    for line in table.splitlines():
+        fields = line.split()
+        if "->" in fields:  # a request still waiting: not a holder
+            continue
+        if len(fields) >= 6 and fields[1] in ("POSIX", "OFDLCK") and fields[5] == where:
+            with contextlib.suppress(ValueError):
+                holders.add(int(fields[4]))
+    holders.discard(os.getpid())
+    return holders
+
+
 def bare_connection(path: Path, read_only: bool = False) -> sqlite3.Connection:
-    """A connection that changes nothing about the file (no WAL switch, no pragmas)."""
+    """A connection that changes nothing about the file (no WAL switch, no pragmas).
+
+    Raises:
+        sqew.errors.Unavailable: its ``-wal`` was deleted while another process has it open
+            (``refuse_a_deleted_wal``).
+    """
+    if not read_only:
+        refuse_a_deleted_wal(path)
     conn = sqlite3.connect(_uri(path, read_only), isolation_level=None,
                            timeout=BUSY_TIMEOUT_MS / 1000, uri=True)
     conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")

@@ -1,5 +1,6 @@
-"""Kill a migrating process after a chosen write: the program the migration crash tests run,
-and what they read a database with.
+"""Kill a migrating process after a chosen write: the program the migration crash tests
+(``tests/engine/test_migration_crash.py``) and the chaos harness's ``kill-migration`` scenario
+run, and what they read a database with.
 
 Run as a program (``python migration_kills.py MODE START TARGET [N [PAUSED GO]]``) it migrates
 TARGET as sqew does: START ``new`` opens it with ``sqew.Client`` (a new database is created), any
@@ -11,10 +12,11 @@ other START runs ``sqew db upgrade`` (``sqew.cli.run``). A hook on every SQLAlch
   transaction) until GO exists.
 - ``chain``: kill after every write in turn, on the one database. The process imports sqew
   once and forks a child per kill; after each kill it prints what the database holds
-  (``state``), and the next child starts from there: it must open or upgrade it. After a kill
-  that left the database a revision further, the count starts again at the next revision's
-  second write (its first was the kill just made). The chain ends when a child finishes
-  unkilled, so every write of every revision is a kill point, revisions added later included.
+  (``state``; for a SQLite file also its ``PRAGMA integrity_check``), and the next child
+  starts from there: it must open or upgrade it. After a kill that left the database a
+  revision further, the count starts again at the next revision's second write (its first
+  was the kill just made). The chain ends when a child finishes unkilled, so every write of
+  every revision is a kill point, revisions added later included.
 
 Every line for the test starts with ``@@`` and is JSON.
 """
@@ -61,15 +63,44 @@ def state(target: str) -> State:
             rows = conn.execute("SELECT version_num FROM alembic_version").fetchall() \
                 if has_version else []
     else:
-        conn = sqlite3.connect(f"file:{target}?mode=ro", uri=True)
+        lite = sqlite3.connect(f"file:{target}?mode=ro", uri=True)
         try:
-            schema = conn.execute(_SQLITE_SCHEMA).fetchall()
-            rows = conn.execute("SELECT version_num FROM alembic_version").fetchall() \
+            schema = lite.execute(_SQLITE_SCHEMA).fetchall()
+            rows = lite.execute("SELECT version_num FROM alembic_version").fetchall() \
                 if any(row[1] == "alembic_version" for row in schema) else []
         finally:
-            conn.close()
+            lite.close()
     return (str(rows[0][0]) if rows else None,
             sorted([" ".join(str(v).split()) for v in row] for row in schema))
+
+
+def integrity(target: str) -> str | None:
+    """``PRAGMA integrity_check`` of a SQLite file, read-only (``ok``); None on PostgreSQL."""
+    if target.startswith("postgresql"):
+        return None
+    conn = sqlite3.connect(f"file:{target}?mode=ro", uri=True)
+    try:
+        return "; ".join(str(row[0]) for row in conn.execute("PRAGMA integrity_check"))
+    finally:
+        conn.close()
+
+
+def downgrade_to(target: str, revision: str) -> None:
+    """Alembic's own downgrade of ``target`` to ``revision`` (its rows kept where the older
+    schema has their columns): an older database holding data, for an upgrade to kill."""
+    from alembic import command
+    from sqlalchemy import create_engine, pool
+
+    from sqew import migrate
+
+    url = target if target.startswith("postgresql") else f"sqlite:///{target}"
+    engine = create_engine(url, poolclass=pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            command.downgrade(migrate.alembic_config(conn), revision)
+            conn.commit()
+    finally:
+        engine.dispose()
 
 
 def after_writes(n: int, then: Callable[[str], None]) -> None:
@@ -95,7 +126,7 @@ def migrate(start: str, target: str) -> int:
     import sqew.cli
 
     if start == "new":
-        sqew.Client(target).close()
+        sqew.Client(target).close()  # type: ignore[abstract]
         return 0
     return sqew.cli.run(["--db", target, "db", "upgrade"])
 
@@ -148,7 +179,7 @@ def chain(start: str, target: str) -> None:
             report(done=os.waitstatus_to_exitcode(status))
             return
         now = state(target)
-        report(n=n, state=now)
+        report(n=n, state=now, integrity=integrity(target))
         n = 2 if now[0] != revision else n + 1
         revision = now[0]
     report(done="no end")
