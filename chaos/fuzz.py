@@ -49,11 +49,12 @@ class Figures:
     server_errors: int  # answers with a 5xx status (0 for the hypothesis runs: no server)
     ok: bool
     detail: str = ""
+    unit: str = "cases"  # the hypothesis runs count the examples they were asked for
 
     def line(self) -> str:
         """The run's figures on one line."""
         verdict = "ok" if self.ok else "FAILED"
-        return (f"== {self.name}: {verdict}: {self.cases:,} cases, {self.failures} failures, "
+        return (f"== {self.name}: {verdict}: {self.cases:,} {self.unit}, {self.failures} failures, "
                 f"{self.server_errors} answers 5xx")
 
 
@@ -134,7 +135,8 @@ def hypothesis_run(base: Path, examples: int = HYPOTHESIS_EXAMPLES) -> Figures:
     tests = len(list((ROOT / "tests" / "fuzz").glob("test_*.py")))
     failures = 0 if done.returncode == 0 else max(1, done.stdout.count("FAILED "))
     return Figures("hypothesis tests/fuzz", examples * tests, failures, 0,
-                   done.returncode == 0, "" if done.returncode == 0 else done.stdout[-6000:])
+                   done.returncode == 0, "" if done.returncode == 0 else done.stdout[-6000:],
+                   unit="examples")
 
 
 def run(base: Path, max_examples: int = MAX_EXAMPLES, min_cases: int = MIN_CASES,

@@ -57,7 +57,7 @@ class Load:
 
     def timings(self) -> dict[str, list[float]]:
         """Each operation's latencies (ms) appended since the last call."""
-        got: dict[str, list[float]] = {op: [] for op in OPS}
+        got: dict[str, list[float]] = {op: [] for op in (*OPS, "error")}
         for path in self.files:
             with contextlib.suppress(FileNotFoundError), path.open("rb") as f:
                 f.seek(self.offsets.get(path, 0))
@@ -144,11 +144,14 @@ def sample(load: Load, backend: str, db: str, client: sqew.Client, began: float)
         "t_s": round(time.time() - began, 1),
         "server_rss_mb": round(rss_mb([load.server.proc.pid] if load.server.proc else []), 1),
         "clients_rss_mb": round(rss_mb([p.pid for p in load.clients]), 1),
-        "db_mb": round(size, 3), "wal_mb": round(wal, 3),
+        "db_mb": round(size, 3), "wal_mb": None if backend == "postgres" else round(wal, 3),
         "ready": stats.ready, "leased": stats.leased, "delayed": stats.delayed,
         "dlq": stats.dlq,
+        "clients_alive": sum(p.poll() is None for p in load.clients),
     }
-    for op, values in load.timings().items():
+    timings = load.timings()
+    row["errors"] = len(timings.pop("error"))
+    for op, values in timings.items():
         row[f"{op}_n"] = len(values)
         for q, name in ((0.5, "p50"), (0.99, "p99")):
             value = percentile(values, q)

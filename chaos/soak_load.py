@@ -5,7 +5,8 @@ one message, polls up to two, and settles each: most are acked, a message on its
 attempt is sometimes nacked (it comes back, and is acked next time: no message reaches the
 DLQ) and sometimes has its lease extended before the ack. The queue's depth so stays near
 its start whatever the run's length. Each call's latency is appended to ``F`` as
-``<op>,<epoch seconds>,<ms>`` lines (flushed every second; ``chaos.soak`` reads them).
+``<op>,<epoch seconds>,<ms>`` lines (flushed every second; ``chaos.soak`` reads them); a
+cycle that failed (an error from sqew) is an ``error`` line, and the load goes on.
 """
 
 from __future__ import annotations
@@ -92,7 +93,11 @@ def main(argv: list[str]) -> int:
                 time.sleep(due - now)
             elif now - due > LATE_S:
                 due = now  # behind by more than a second: drop the missed cycles
-            cycle(client, timings, rng)
+            try:
+                cycle(client, timings, rng)
+            except sqew.errors.SqewError as exc:  # counted (``chaos.soak``), and on we go
+                timings.time("error", time.perf_counter())
+                print(f"{exc.code}: {exc.message}", file=sys.stderr, flush=True)
             due += period
         timings.flush()
     return 0
