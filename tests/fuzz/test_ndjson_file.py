@@ -67,8 +67,8 @@ def bad(draw: st.DrawFn, n: int, envelope: bool) -> bytes:
         return sample[:draw(st.integers(1, len(sample) - 1))]
     if kind == "nul":
         return b"\x00" + sample
-    if kind == "bom":
-        return BOM + sample
+    if kind == "bom":  # in the middle of the file (on line 1 it is the file's own BOM)
+        return BOM + sample if n > 1 else b"\x00" + sample
     if kind == "deep":
         depth = draw(st.integers(66, 500))
         inner = b"[" * depth + b"1" + b"]" * depth
