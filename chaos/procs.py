@@ -63,6 +63,7 @@ class Server:
     workers: int = 1
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[str] | None = None
+    args: list[str] = field(default_factory=list)  # more options of ``sqew serve``
 
     @property
     def url(self) -> str:
@@ -80,7 +81,7 @@ class Server:
         with self.log.open("a") as log:
             self.proc = subprocess.Popen(
                 [str(SQEW_BIN), "serve", "--db", self.db, "--port", str(self.port),
-                 "--workers", str(self.workers)],
+                 "--workers", str(self.workers), *self.args],
                 stdout=subprocess.PIPE, stderr=log, text=True, env=child_env(), cwd=self.log.parent)
 
     def wait_serving(self) -> None:

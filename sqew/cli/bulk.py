@@ -159,8 +159,11 @@ def envelope_fields(line: bytes) -> dict[str, Any]:
     mapping for ``Client.enqueue_many`` (which checks them), its payload kept as its text.
 
     Raises:
-        sqew.errors.ValidationError: not a JSON object.
+        sqew.errors.ValidationError: not UTF-8, or not a JSON object.
     """
+    # First: msgspec decodes a field's name without the UTF-8 check it gives values, and an
+    # invalid one would end the whole run with a UnicodeDecodeError instead of failing a line.
+    _check_utf8(line)
     try:
         fields = _object(line)
         return {k: v if k == "payload" else _field(k, v) for k, v in fields.items()}

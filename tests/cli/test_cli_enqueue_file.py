@@ -112,6 +112,23 @@ def test_envelope_lines_carry_their_own_fields(sqew) -> None:
         assert client.stats(q).delayed == 1
 
 
+def test_envelope_lines_not_utf8_fail_by_line_number(sqew) -> None:
+    """An ``--envelope`` line with invalid UTF-8 anywhere (a field's name included) is a
+    failed line like any other, and the lines around it are enqueued."""
+    q = sqew.name("q")
+    sqew.arrange(q).close()
+    lines = [b'{"payload": 1}', b'{"\xffpayload": {"n": 2}}', b'{"payload": "caf\xff"}',
+             b'{"payload": 4, "attributes": {"k\xc3": "v"}}', b'{"payload": 5}']
+    result = sqew.run("--json", "message", "enqueue", "--queue", q, "--file", "-",
+                      "--envelope", stdin=b"\n".join(lines) + b"\n")
+    sqew.assert_failed(result, "ValidationError")
+    summary = result.json()
+    assert [(f["line"], f["error"]["code"]) for f in summary["failed"]] == [
+        (2, "ValidationError"), (3, "ValidationError"), (4, "ValidationError")]
+    assert all("UTF-8" in f["error"]["message"] for f in summary["failed"])
+    assert [m.payload for m in _ready(sqew, q)] == [1, 5]
+
+
 def test_all_good_exits_0_and_an_unknown_queue_stops_the_run(sqew) -> None:
     q = sqew.name("q")
     sqew.arrange(q).close()

@@ -14,6 +14,8 @@ What the document cannot say to a generator, and only that:
 - **Bounded waits.** A generated long poll on a queue that exists waits up to its
   ``wait_ms`` (20 s) for a message: ``before_call`` shortens a valid wait to ``WAIT_MS``, so a
   run's time goes to requests rather than to waiting.
+- **Status counts.** When ``SQEW_ST_STATUSES`` names a file, ``after_call`` appends each
+  answer's status to it (``./scripts/chaos fuzz`` counts the 5xx answers of its runs).
 - **The run's own key.** The stateful phase follows ``GET /keys`` to ``DELETE /keys/{id}``;
   revoking the admin key the run authenticates with would turn every later answer into a 401.
   ``filter_case`` leaves that one request out (``SQEW_ST_KEY_ID``).
@@ -42,6 +44,15 @@ def before_call(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
         wait = int(wait)
     if _operation_id(case) == "poll" and isinstance(wait, int) and WAIT_MS < wait <= 20_000:
         case.query = {**query, "wait_ms": WAIT_MS}
+
+
+@schemathesis.hook
+def after_call(context: Any, case: Any, response: Any) -> None:
+    """Note the answer's status in ``SQEW_ST_STATUSES``, if set."""
+    path = os.environ.get("SQEW_ST_STATUSES")
+    if path:
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(f"{response.status_code}\n")
 
 
 @schemathesis.hook
