@@ -36,7 +36,7 @@ def close_fd(run: Run) -> None:
     slots = [s for s in run.slots if s.kind == "local"]
     while run.pause(0.05, 0.3):
         slot = run.rng.choice(slots)
-        if slot.running() and slot.proc is not None:
+        if slot.running() and slot.proc is not None and slot.proc.pid is not None:
             try:
                 os.kill(slot.proc.pid, FD_SIGNAL)
             except ProcessLookupError:

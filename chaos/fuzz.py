@@ -19,11 +19,12 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
+import yaml  # type: ignore[import-untyped]
 
 from chaos.procs import ROOT, SQEW_BIN, Server, child_env
 
@@ -143,9 +144,11 @@ def run(base: Path, max_examples: int = MAX_EXAMPLES, min_cases: int = MIN_CASES
         examples: int = HYPOTHESIS_EXAMPLES) -> list[Figures]:
     """Every fuzz run, one after another; each prints its figures as it ends."""
     results = []
-    for step in (lambda: schemathesis_run(base / "keys-on", True, max_examples, min_cases),
-                 lambda: schemathesis_run(base / "keys-off", False, max_examples, min_cases),
-                 lambda: hypothesis_run(base / "hypothesis", examples)):
+    steps: tuple[Callable[[], Figures], ...] = (
+        lambda: schemathesis_run(base / "keys-on", True, max_examples, min_cases),
+        lambda: schemathesis_run(base / "keys-off", False, max_examples, min_cases),
+        lambda: hypothesis_run(base / "hypothesis", examples))
+    for step in steps:
         figures = step()
         print(figures.line(), flush=True)
         if figures.detail:

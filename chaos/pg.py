@@ -12,28 +12,22 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
 from chaos import store
-from chaos.procs import ROOT, SQEW_BIN, child_env
+from chaos.procs import SQEW_BIN, child_env
+from chaos.suite import from_tests
 
 UPGRADE_S = 120.0
 _names = itertools.count(1)
 
 
 def pgserver() -> ModuleType:
-    """``tests/pgserver.py`` (stdlib only; the test suite's own when it is running)."""
-    if "pgserver" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("pgserver", ROOT / "tests" / "pgserver.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["pgserver"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["pgserver"]
+    """``tests/pgserver.py``: the one place that starts a PostgreSQL server."""
+    return from_tests("pgserver")
 
 
 def unavailable() -> str | None:

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import multiprocessing
+import multiprocessing.forkserver
+import multiprocessing.process
 import os
 import signal
 import socket
@@ -33,17 +36,64 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def kill_tree(proc: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
+Started = subprocess.Popen[bytes] | subprocess.Popen[str] | multiprocessing.process.BaseProcess
+"""A process the harness started: a command, or a workload process (``start_workload``)."""
+
+
+def kill_tree(proc: Started) -> None:
     """``kill -9`` a process and every process under it, by PID, and reap it."""
+    assert proc.pid is not None
     children: list[psutil.Process] = []
     with contextlib.suppress(psutil.NoSuchProcess):
         children = psutil.Process(proc.pid).children(recursive=True)
     for pid in [proc.pid, *(c.pid for c in children)]:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(STOP_S)
+    if isinstance(proc, multiprocessing.process.BaseProcess):
+        proc.join(STOP_S)
+    else:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(STOP_S)
     psutil.wait_procs(children, timeout=STOP_S)
+
+
+_FORKS = multiprocessing.get_context("forkserver")
+_FORKS.set_forkserver_preload(["chaos.preload"])
+
+
+def warm_up() -> None:
+    """Start the fork server of the workload processes (``start_workload``) now, without
+    waiting for its imports: it imports while the servers start."""
+    multiprocessing.forkserver.ensure_running()
+
+
+def start_workload(argv: list[str], log: Path) -> multiprocessing.process.BaseProcess:
+    """A workload process (``chaos.workload``) with ``argv``, its output appended to ``log``.
+
+    It is forked from multiprocessing's fork server, a process that imported the workload
+    (sqew, httpx, …) once: a run starts its eight workload processes at once, and again after
+    each kill, and each would spend most of a second of CPU importing the same modules as
+    the others, in the minutes a short run lasts. A forked process is a process of its own
+    all the same (its own PID, killed and stopped by it, its own connections)."""
+    proc = _FORKS.Process(target=_workload, args=(argv, str(log), child_env()),
+                          name=f"chaos-workload {argv[0]}")
+    proc.start()
+    return proc
+
+
+def _workload(argv: list[str], log: str, env: dict[str, str]) -> None:
+    """A workload process's start, in the forked child: the harness's environment, the
+    repository as its directory, its output to ``log``."""
+    from chaos import workload  # (imported by the fork server already)
+
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(ROOT)
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    sys.exit(workload.main(argv))
 
 
 def child_env() -> dict[str, str]:
@@ -160,7 +210,7 @@ class Slot:
     directory: Path
     argv: list[str]
     incarnation: int = 0
-    proc: subprocess.Popen[bytes] | None = None
+    proc: multiprocessing.process.BaseProcess | None = None
 
     def start_index(self) -> int:
         """The producer's next key: one past the highest its journals acknowledged (the
@@ -175,12 +225,10 @@ class Slot:
         self.incarnation += 1
         path = self.directory / f"{self.name}.{self.incarnation}.ndjson"
         extra = ["--start", str(self.start_index())] if self.role == "producer" else []
-        with (self.directory / f"{self.name}.log").open("ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "chaos.workload", self.role, "--kind", self.kind,
-                 "--journal", str(path), "--slot", self.name, "--until-file", str(until_file),
-                 "--seed", str(seed * 1000 + self.incarnation), *extra, *self.argv],
-                stdout=log, stderr=log, env=child_env(), cwd=ROOT)
+        self.proc = start_workload(
+            [self.role, "--kind", self.kind, "--journal", str(path), "--slot", self.name,
+             "--until-file", str(until_file), "--seed", str(seed * 1000 + self.incarnation),
+             *extra, *self.argv], self.directory / f"{self.name}.log")
 
     def last_record(self, tail: int = 16384) -> journal.Record | None:
         """The last whole line of the current incarnation's journal, if any (read from its
@@ -211,7 +259,7 @@ class Slot:
 
     def running(self) -> bool:
         """The current incarnation is alive."""
-        return self.proc is not None and self.proc.poll() is None
+        return self.proc is not None and self.proc.is_alive()
 
     def kill(self) -> None:
         """``kill -9`` the incarnation and whatever it started (a ``sqew`` command)."""
@@ -246,8 +294,7 @@ class Slot:
     def finish(self, deadline: float) -> None:
         """Wait until ``deadline`` for it to stop by itself, then kill it."""
         if self.proc is not None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(max(0.0, deadline - time.time()))
+            self.proc.join(max(0.0, deadline - time.time()))
             self.kill()
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import sqew
-from chaos import checker, pg, store
+from chaos import checker, pg, procs, store
 from chaos.journal import read_all
 from chaos.leases import Violation
 from chaos.procs import Server, Slot
@@ -182,12 +182,15 @@ def _execute(run: Run, scenario: str, faults: Callable[[Run], None]) -> checker.
         if run.prepare is not None:
             run.prepare(run)
         run.slots = _slots(run)
-        for server in run.servers:  # the workload starts meanwhile; HTTP calls wait for it
+        for server in run.servers:
             server.launch()
-        for slot in run.slots:
-            slot.start(run.until_file, run.seed)
+        procs.warm_up()
         for server in run.servers:
             server.wait_serving()
+        # The workload after the servers: its processes are forked ready to work, and would
+        # only slow the servers' start (the file's producers and consumers at work already).
+        for slot in run.slots:
+            slot.start(run.until_file, run.seed)
         for slot in run.slots:
             slot.wait_ready()
         run.begin()

@@ -197,7 +197,7 @@ def run(base: Path, minutes: float, backend: str, plots: Path | None,
     else:
         db = str(base / "soak.db")
     try:
-        with sqew.Client(db) as setup:
+        with sqew.Client(db) as setup:  # type: ignore[abstract]
             setup.create_queue("soak", visibility_ms=30_000)
         rows = soak(base, backend, db, minutes * 60, sample_s, rate, clients)
     finally:
@@ -220,7 +220,7 @@ def soak(base: Path, backend: str, db: str, seconds: float, sample_s: float, rat
     until = time.time() + START_S + seconds  # the clients' bound; the run stops them sooner
     load = start(base, backend, db, until, rate, clients)
     try:
-        with sqew.Client(db) as client:
+        with sqew.Client(db) as client:  # type: ignore[abstract]
             began = time.time()
             load.timings()  # what came before the start of the first window
             end = began + seconds

@@ -31,7 +31,8 @@ class Timings:
     """Latencies, buffered and flushed to the file every second."""
 
     def __init__(self, out: IO[str]) -> None:
-        self.out, self.lines, self.flushed = out, [], time.monotonic()
+        self.out, self.flushed = out, time.monotonic()
+        self.lines: list[str] = []
 
     def time(self, op: str, began: float) -> None:
         now = time.time()
@@ -83,7 +84,8 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     rng = random.Random(args.seed)
     period = 1.0 / args.rate
-    with open(args.out, "a", encoding="utf-8") as out, sqew.Client(args.target) as client:
+    with (open(args.out, "a", encoding="utf-8") as out,
+          sqew.Client(args.target) as client):  # type: ignore[abstract]
         timings = Timings(out)
         print("ready", flush=True)
         due = time.monotonic()
