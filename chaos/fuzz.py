@@ -27,6 +27,7 @@ from typing import Any
 import yaml  # type: ignore[import-untyped]
 
 from chaos.procs import ROOT, SQEW_BIN, Server, child_env
+from chaos.suite import from_tests
 
 ST_BIN = Path(sys.executable).with_name("st")
 HOOKS = ROOT / "tests" / "server" / "schemathesis_hooks.py"
@@ -74,7 +75,7 @@ def schemathesis_run(base: Path, keys: bool, max_examples: int = MAX_EXAMPLES,
         headers, key_id = {"Authorization": f"Bearer {key['key']}"}, str(key["id"])
         extra = ["--require-auth", "--auth-failures-per-minute", "0"]
     else:
-        document = keys_optional(document)
+        document = from_tests("openapi_support").keys_optional(document)
     schema = base / "openapi.yaml"
     schema.write_text(yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
     config = base / "schemathesis.toml"
@@ -113,15 +114,6 @@ def schemathesis_run(base: Path, keys: bool, max_examples: int = MAX_EXAMPLES,
           and cases >= min_cases)
     detail = "" if ok else done.stdout[-6000:] + done.stderr[-2000:]
     return Figures(name, cases, failures, server_errors, ok, detail)
-
-
-def keys_optional(document: dict[str, Any]) -> dict[str, Any]:
-    """The document as a server without keys honours it: every key is optional."""
-    for item in document["paths"].values():
-        for op in item.values():
-            if isinstance(op, dict) and op.get("security") and {} not in op["security"]:
-                op["security"] = [{}, *op["security"]]
-    return document
 
 
 def hypothesis_run(base: Path, examples: int = HYPOTHESIS_EXAMPLES) -> Figures:

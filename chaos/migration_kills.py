@@ -88,6 +88,16 @@ def integrity(target: str) -> str | None:
 def downgrade_to(target: str, revision: str) -> None:
     """Alembic's own downgrade of ``target`` to ``revision`` (its rows kept where the older
     schema has their columns): an older database holding data, for an upgrade to kill."""
+    alembic_to(target, "downgrade", revision)
+
+
+def upgrade_to(target: str, revision: str) -> None:
+    """Alembic's own upgrade to ``revision`` (for starting points and reference schemas)."""
+    alembic_to(target, "upgrade", revision)
+
+
+def alembic_to(target: str, direction: str, revision: str) -> None:
+    """Alembic's ``upgrade`` or ``downgrade`` (``direction``) of ``target`` to ``revision``."""
     from alembic import command
     from sqlalchemy import create_engine, pool
 
@@ -97,7 +107,7 @@ def downgrade_to(target: str, revision: str) -> None:
     engine = create_engine(url, poolclass=pool.NullPool)
     try:
         with engine.connect() as conn:
-            command.downgrade(migrate.alembic_config(conn), revision)
+            getattr(command, direction)(migrate.alembic_config(conn), revision)
             conn.commit()
     finally:
         engine.dispose()

@@ -19,9 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from alembic import command
 from alembic.script import ScriptDirectory
-from sqlalchemy import create_engine, pool
 
 import sqew
 from sqew import migrate
@@ -31,7 +29,7 @@ from .support import SQEW_BIN, Procs, finish, wait_for
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # the chaos harness is imported from the source tree
     sys.path.insert(0, str(ROOT))
-from chaos.migration_kills import State, state  # noqa: E402
+from chaos.migration_kills import State, state, upgrade_to  # noqa: E402
 
 KILLS = ROOT / "chaos" / "migration_kills.py"
 MakeDb = Callable[[str], str]
@@ -42,18 +40,6 @@ def revisions() -> list[str]:
     """Every revision, oldest first."""
     script = ScriptDirectory.from_config(migrate.alembic_config())
     return [s.revision for s in reversed(list(script.walk_revisions()))]
-
-
-def upgrade_to(target: str, revision: str) -> None:
-    """Alembic's own upgrade to ``revision`` (for starting points and reference schemas)."""
-    url = target if target.startswith("postgresql") else f"sqlite:///{target}"
-    engine = create_engine(url, poolclass=pool.NullPool)
-    try:
-        with engine.connect() as conn:
-            command.upgrade(migrate.alembic_config(conn), revision)
-            conn.commit()
-    finally:
-        engine.dispose()
 
 
 def lines(out: str) -> list[dict[str, Any]]:

@@ -37,6 +37,7 @@ from typing import Any
 import pytest
 import yaml
 from auth_support import mint
+from openapi_support import keys_optional
 from targets import ServerThread, server_settings
 
 from sqew.server import openapi
@@ -139,15 +140,6 @@ def test_schemathesis_finds_nothing(
     assert report["errors"] == [], output
     assert done.returncode == 0, output
     assert report["test_cases"]["generated"] >= MIN_CASES, output
-
-
-def keys_optional(document: dict[str, Any]) -> dict[str, Any]:
-    """The document as a server without keys honours it: every key is optional."""
-    for item in document["paths"].values():
-        for op in item.values():
-            if isinstance(op, dict) and op.get("security") and {} not in op["security"]:
-                op["security"] = [{}, *op["security"]]
-    return document
 
 
 def toml_config(headers: dict[str, str]) -> str:
