@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from cli_runs import foreground
 from cli_support import sqew_binary
 
 import sqew as sqew_lib
@@ -189,7 +190,8 @@ def test_an_interrupted_export_leaves_no_file_and_says_how_far_it_got(
             client.enqueue_batch("q", [{"payload": {"n": i}} for i in range(1000)])
     proc = subprocess.Popen(
         [sqew_binary(), "--db", str(db), "queue", "export", "--name", "q", "--out", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=foreground)  # SIGINT not ignored, as from a terminal (a worker ignores it)
     try:
         deadline = time.monotonic() + 60
         while not any(p.stat().st_size for p in tmp_path.glob(".out.ndjson.*.partial")):
