@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 from chaos import fuzz, pg, report, soak
-from chaos.run import Run, execute
 from chaos.scenarios import SCENARIOS
 
 SHORT_S = 3.0
@@ -89,10 +88,8 @@ def main(argv: list[str]) -> int:
             print(f"== {name}: skipped: {reason}", flush=True)
             status |= 1 if args.scenario == name else 0
             continue
-        run = Run(base / name, seconds_of(args), args.seed, scenario.server_workers,
-                  scenario.backend, replicas=scenario.replicas, prepare=scenario.prepare)
         began = time.monotonic()
-        summary = execute(run, name, scenario.inject, scenario.storage)
+        run, summary = scenario.run(base / name, seconds_of(args), args.seed)
         took = time.monotonic() - began
         print("\n".join(report.lines(summary, took, run.notes)), flush=True)
         results.append(report.as_json(summary, took, run.notes))

@@ -9,9 +9,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
+from chaos import checker
 from chaos.procs import STOP_S, Slot, hold_write_lock
-from chaos.run import CONTENDED, Run, Storage
+from chaos.run import CONTENDED, Run, Storage, execute
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,14 @@ class Scenario:
     """Where the database lives, if not in the run's directory (``run.Storage``)."""
     unavailable: Callable[[], str | None] | None = None
     """Why the scenario cannot run here (None: it can), where that depends on the machine."""
+
+    def run(self, directory: Path, seconds: float, seed: int,
+            pg_server: Any = None) -> tuple[Run, checker.Summary]:
+        """Run it for ``seconds`` in ``directory`` (on ``pg_server`` if given, for a
+        PostgreSQL scenario): the run (its notes) and the oracle's verdict."""
+        run = Run(directory, seconds, seed, self.server_workers, self.backend,
+                  pg_server=pg_server, replicas=self.replicas, prepare=self.prepare)
+        return run, execute(run, self.name, self.inject, self.storage)
 
 
 def _kill_role(role: str) -> Callable[[Run], None]:

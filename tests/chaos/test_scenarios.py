@@ -19,7 +19,6 @@ import pytest
 
 from chaos import faults_pg, pg, report
 from chaos.__main__ import SHORT_S
-from chaos.run import Run, execute
 from chaos.scenarios import SCENARIOS
 
 STAGES_LEASE_LOST = {"pause-consumer"}
@@ -54,10 +53,7 @@ def test_the_short_form_injects_faults_and_breaks_no_promise(
     if scenario.unavailable is not None and (reason := scenario.unavailable()) is not None:
         pytest.skip(reason)
     server = request.getfixturevalue("pg_server") if scenario.backend == "postgres" else None
-    run = Run(tmp_path / name, SHORT_S, seed=7, server_workers=scenario.server_workers,
-              backend=scenario.backend, pg_server=server, replicas=scenario.replicas,
-              prepare=scenario.prepare)
-    summary = execute(run, name, scenario.inject, scenario.storage)
+    run, summary = scenario.run(tmp_path / name, SHORT_S, seed=7, pg_server=server)
     shown = "\n".join(report.lines(summary, SHORT_S, run.notes))
     counts = summary.counts()
     assert counts["faults"] > 0, shown
