@@ -90,3 +90,34 @@ def test_the_listening_connection_names_itself_for_operators(tmp_path: Path) -> 
     finally:
         client.close()
         store.drop()
+
+
+def test_a_service_closed_after_its_drain_closes_no_descriptor_it_gave_up(
+    tmp_path: Path,
+) -> None:
+    """A server drains its service, then closes it (``sqew.server.runtime``): the waiter is
+    closed each time. Descriptors it closed the first time may by then be another thread's
+    (a new connection's socket, an event loop's): closing those numbers again would cut
+    them from under their owner."""
+    import asyncio
+    import os
+
+    import targets
+
+    store = targets.postgres(tmp_path)
+    client = sqew.LocalClient(store.url)
+    try:
+        client.create_queue("q")
+        client.poll("q", wait_ms=10)  # a long poll starts the listening thread
+        assert client.service.waiter.until_listening(20)
+        asyncio.run(client.service.drain())
+        others = [os.pipe() for _ in range(4)]  # take the numbers the drain gave back
+        client.service.close()
+        for r, w in others:
+            os.fstat(r)  # still open: raises EBADF if the close took them
+            os.fstat(w)
+            os.close(r)
+            os.close(w)
+    finally:
+        client.close()
+        store.drop()

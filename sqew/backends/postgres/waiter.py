@@ -54,6 +54,7 @@ class PostgresWaiter(InProcessWaiter):
         self._epoch = 0  # moves each time the listening connection is (back) up
         self._listening = threading.Event()
         self._stop_r, self._stop_w = os.pipe()
+        self._pipe_open = True
 
     def until_listening(self, timeout_s: float) -> bool:
         """Observability: block until the listening connection is up (before it, commits of
@@ -81,15 +82,23 @@ class PostgresWaiter(InProcessWaiter):
 
     def close(self) -> None:
         super().close()
-        with contextlib.suppress(OSError):
-            os.write(self._stop_w, b"x")
-        thread = self._thread
+        # The stop pipe is written and closed once: close is called again (a server drains,
+        # then closes), and by then its numbers may be another thread's descriptors.
+        with self._start:
+            if not self._pipe_open:
+                return
+            with contextlib.suppress(OSError):
+                os.write(self._stop_w, b"x")
+            thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(CONNECT_TIMEOUT_S + 1)
         if thread is None or not thread.is_alive():
-            for fd in (self._stop_r, self._stop_w):
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+            with self._start:
+                pipe, self._pipe_open = self._pipe_open, False
+            if pipe:
+                for fd in (self._stop_r, self._stop_w):
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
 
     # --- the listening thread -------------------------------------------------------------------
     def _run(self) -> None:
