@@ -31,7 +31,14 @@ sys.pycache_prefix = os.environ["PYTHONPYCACHEPREFIX"]
 
 import pg_support  # noqa: E402
 import pytest  # noqa: E402
-from targets import TARGETS, ServerThread, Target, TargetSpec, server_settings  # noqa: E402
+from targets import (  # noqa: E402
+    TARGETS,
+    ServerThread,
+    Target,
+    TargetSpec,
+    server_settings,
+    wait_closed,
+)
 
 import sqew  # noqa: E402
 from sqew.core.clock import Clock, ManualClock, system_clock  # noqa: E402
@@ -101,6 +108,7 @@ def _postgres_stops() -> Iterator[None]:
     """Stops this process's PostgreSQL server (if a test started one) when the session ends,
     however the tests went (``pg_support``; an ``atexit`` hook backs this up)."""
     yield
+    wait_closed()  # their PostgreSQL databases dropped before the server stops
     pg_support.shutdown()
 
 
@@ -124,7 +132,7 @@ def make_target(
 
     yield make
     for t in reversed(made):
-        t.close()
+        t.close_soon()
 
 
 @pytest.fixture

@@ -33,7 +33,9 @@ first once ``reap_interval_ms`` of the service's clock has passed since the last
 
 from __future__ import annotations
 
+import asyncio
 import atexit
+import concurrent.futures
 import contextlib
 import functools
 import random
@@ -48,6 +50,7 @@ from typing import Any, Protocol
 
 import msgspec
 import pytest
+import uvicorn
 
 import sqew
 from sqew.core.clock import Clock, ManualClock, system_clock
@@ -82,6 +85,9 @@ class Target:
     sqlite_path: Path | None = None
     service: QueueService | None = None
     rng: random.Random = field(default_factory=random.Random)
+    stops_slowly: bool = False
+    """Closing takes tenths of a second, mostly waiting (a server's graceful stop, a
+    PostgreSQL store's drop): a caller that need not see it done may ``close_soon``."""
     _cleanups: list[Callable[[], None]] = field(default_factory=list)
 
     @property
@@ -102,6 +108,29 @@ class Target:
             with contextlib.suppress(Exception):
                 cleanup()
 
+    def close_soon(self, then: Callable[[], None] = lambda: None) -> None:
+        """``close`` then ``then``, in another thread if it ``stops_slowly``, so the next
+        test starts meanwhile (its store and port are its own); ``wait_closed`` waits for
+        them all."""
+
+        def close() -> None:
+            self.close()
+            then()
+
+        if self.stops_slowly:
+            _closing.submit(close)
+        else:
+            close()
+
+
+_closing = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="target-close")
+
+
+def wait_closed() -> None:
+    """Wait until every target given to ``close_soon`` is closed (its server stopped, its
+    store dropped)."""
+    _closing.shutdown(wait=True)
+
 
 # --- backends: fresh stores --------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -117,6 +146,8 @@ class Store:
     url: str
     sqlite_path: Path | None = None
     drop: Callable[[], None] = lambda: None
+    drops_slowly: bool = False
+    """``drop`` takes tenths of a second (ending sessions, emptying the database)."""
 
 
 StoreFactory = Callable[[Path], Store]
@@ -152,7 +183,7 @@ def postgres(directory: Path) -> Store:
 
     cluster = pg_support.cluster()
     name = cluster.new_database()
-    return Store(cluster.url(name), drop=lambda: cluster.drop(name))
+    return Store(cluster.url(name), drop=lambda: cluster.drop(name), drops_slowly=True)
 
 
 # --- clients -----------------------------------------------------------------------------------
@@ -200,7 +231,7 @@ def http(name: str, store: Store, clock: Clock, *, reap_interval_ms: int) -> Tar
     client = sqew.Client(server.url)
     target = Target(name, client, clock, connect, url=store.url,
                     sqlite_path=store.sqlite_path, service=server.app.state.runtime.service,
-                    rng=rng)
+                    rng=rng, stops_slowly=True)
     target._cleanups.extend([server.stop, client.close])
     return target
 
@@ -230,6 +261,7 @@ class TargetSpec:
             store.drop()
             raise
         target._cleanups.insert(0, store.drop)
+        target.stops_slowly = target.stops_slowly or store.drops_slowly
         return target
 
 
@@ -243,8 +275,9 @@ TARGETS: tuple[TargetSpec, ...] = (
 
 # --- the in-process server ---------------------------------------------------------------------
 class ServerThread:
-    """A real uvicorn server of ``create_app(settings, clock=clock)`` in a thread, on 127.0.0.1
-    and a free port. Real HTTP; the service reads the test's clock.
+    """A real uvicorn server of ``create_app(settings, clock=clock)`` on 127.0.0.1 and a free
+    port, served by this process's serving thread (``_serving_loop``). Real HTTP; the
+    service reads the test's clock.
 
     Args:
         settings: the server's settings.
@@ -258,8 +291,6 @@ class ServerThread:
         self, settings: Settings, clock: Clock = system_clock, *, reaper_timer: bool = True,
         rng: random.Random | None = None, tracer_provider: Any = None,
     ) -> None:
-        import uvicorn
-
         from sqew.server import runner
         from sqew.server.app import create_app
 
@@ -267,23 +298,74 @@ class ServerThread:
                               tracer_provider=tracer_provider)
         self.sock = runner.bind("127.0.0.1", 0)
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.server = uvicorn.Server(runner.uvicorn_config(settings, app=self.app))
-        self.thread = threading.Thread(
-            target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True
-        )
-        self.thread.start()
+        self.server = _PromptServer(runner.uvicorn_config(settings, app=self.app))
+        self.serving = asyncio.run_coroutine_threadsafe(
+            self.server.serve(sockets=[self.sock]), _serving_loop(self.server.config))
         deadline = time.monotonic() + SERVER_START_S
         while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
+            if self.serving.done() or time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError("the test server did not start")
             time.sleep(0.005)
 
     def stop(self) -> None:
         """Stop serving (graceful: running requests finish) and close the socket."""
-        self.server.should_exit = True
-        self.thread.join(SERVER_START_S)
+        self.server.exit_now()
+        with contextlib.suppress(Exception):  # a server that failed to start: said already
+            self.serving.result(SERVER_START_S)
         self.sock.close()
+
+
+_loops: list[asyncio.AbstractEventLoop] = []
+_loops_mutex = threading.Lock()
+
+
+def _serving_loop(config: uvicorn.Config) -> asyncio.AbstractEventLoop:
+    """The event loop every test server of this process runs on, in a thread of its own,
+    of the kind uvicorn picks for ``config`` (uvloop where installed), as ``sqew serve``'s.
+
+    One loop for all: servers of consecutive tests overlap (one stops while the next
+    serves), and event loops of one process must not overlap: an object of one loop freed
+    by a garbage collection in another loop's thread can crash the process. (Made once,
+    with the first server's ``config``: the loop's kind is the same for every server.)
+    """
+    with _loops_mutex:
+        if not _loops:
+            factory = config.get_loop_factory()
+            _loops.append(factory() if factory is not None else asyncio.new_event_loop())
+            threading.Thread(target=_loops[0].run_forever, name="test-servers",
+                             daemon=True).start()
+        return _loops[0]
+
+
+class _PromptServer(uvicorn.Server):
+    """uvicorn's server, which notices a stop at once instead of at its next tick.
+
+    uvicorn's main loop looks at ``should_exit`` every 0.1 s; hundreds of servers a run
+    would each wait half a tick on average for nothing. This loop waits for the tick *or*
+    ``exit_now``, and ticks as uvicorn's does otherwise.
+    """
+
+    _loop: asyncio.AbstractEventLoop | None = None
+    _exit: asyncio.Event | None = None
+
+    async def main_loop(self) -> None:
+        self._loop, self._exit = asyncio.get_running_loop(), asyncio.Event()
+        counter = 0
+        should_exit = await self.on_tick(counter)
+        while not should_exit:
+            counter = (counter + 1) % 864000
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._exit.wait(), 0.1)
+            should_exit = await self.on_tick(counter)
+
+    def exit_now(self) -> None:
+        """Stop serving (from any thread): ``should_exit``, seen without waiting a tick."""
+        self.should_exit = True
+        loop, event = self._loop, self._exit
+        if loop is not None and event is not None:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: it has exited
+                loop.call_soon_threadsafe(event.set)
 
 
 def server_settings(db: Path | str, **extra: object) -> Settings:

@@ -111,8 +111,8 @@ class QueueMachine(RuleBasedStateMachine):
         )
 
     def teardown(self) -> None:
-        self.target.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        directory = self.dir
+        self.target.close_soon(then=lambda: shutil.rmtree(directory, ignore_errors=True))
 
     # --- helpers --------------------------------------------------------------------------------
     @property
