@@ -1,6 +1,6 @@
-"""A process that opened a database while it was read-only for it (``chmod a-w``) refuses
-writes with ``Unavailable`` and reads on; once the modes are restored, its writes succeed
-again, without a restart: the embedded Client's and ``sqew serve``'s.
+"""A process that opened a database while the file was read-only for it (``chmod a-w``)
+refuses writes with ``Unavailable`` and reads on; once the file is writable again, its writes
+succeed, without a restart: the embedded Client's and ``sqew serve``'s.
 
 The reader runs as another user when the suite runs as root (``tests/another_user.py``)."""
 
@@ -53,17 +53,18 @@ def reader() -> another_user.Reader:
 
 @pytest.fixture
 def db(reader: another_user.Reader) -> Iterator[Path]:
-    """A database of one message that the reader owns, in a directory it may enter."""
+    """A database of one message that the reader owns, in a directory it may enter, kept open
+    by this process (its ``-wal`` and ``-shm`` there, writable, as under any live service)."""
     folder = Path(tempfile.mkdtemp(prefix="sqew-ro-"))
     path = folder / "q.db"
     try:
         with sqew.Client(str(path)) as client:
             client.create_queue("jobs")
             client.enqueue("jobs", {"n": 1})
-        if reader.uid is not None:
-            for p in (folder, *folder.iterdir()):
-                os.chown(p, reader.uid, reader.gid or 0)
-        yield path
+            if reader.uid is not None:
+                for p in (folder, *folder.iterdir()):
+                    os.chown(p, reader.uid, reader.gid or 0)
+            yield path
     finally:
         folder.chmod(0o755)
         shutil.rmtree(folder)

@@ -80,6 +80,26 @@ def connect(
     return conn
 
 
+WRITE_CHECK = "UPDATE alembic_version SET version_num = version_num WHERE 0"
+"""A write statement that changes nothing (``begin_write``)."""
+
+
+def begin_write(conn: sqlite3.Connection) -> None:
+    """``BEGIN IMMEDIATE``, on a connection that can write: else ``SQLITE_READONLY``, nothing
+    left open.
+
+    SQLite opens a file it may not write (``chmod a-w``, a read-only directory) read-only
+    without a word, and there ``BEGIN IMMEDIATE`` begins a read transaction. A write statement
+    that changes nothing says ``SQLITE_READONLY`` at once instead (under the write lock just
+    taken, it costs a microsecond), before any of the transaction's work."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(WRITE_CHECK)
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
 WAL_GONE_TRIES = 5
 """How often a missing ``-wal`` is looked at again before the open is refused: a process
 closing the database's last connection deletes its ``-wal`` a moment before it lets go of its
