@@ -138,3 +138,27 @@ def test_a_server_started_read_only_writes_again_once_the_file_is_writable(
         db.chmod(0o644)
         status, body = _post(url)
         assert status == 201, body
+
+
+def test_a_server_that_mapped_the_shm_read_only_says_to_restart_it(
+        reader: another_user.Reader, db: Path) -> None:
+    shm = db.with_name(db.name + "-shm")
+    for p in (db, shm):
+        p.chmod(0o444)
+    argv = [*reader.sqew, "serve", "--db", str(db), "--port", "0"]
+    with _running(_start(reader, argv)) as proc:
+        line = _line(proc)
+        url = line.split("serving on ", 1)[1].split()[0]
+        status, body = _post(url)
+        assert (status, body) == (503, {"error": {"code": "Unavailable",
+                                                  "message": "the database is read-only"}})
+        for p in (db, shm):
+            p.chmod(0o644)
+        # SQLite maps a process's -shm once for all its connections: read-only it stays so.
+        status, body = _post(url)
+        assert status == 503, body
+        assert body["error"]["message"].endswith("restart the process"), body  # type: ignore[index]
+    with _running(_start(reader, argv)) as proc:
+        url = _line(proc).split("serving on ", 1)[1].split()[0]
+        status, body = _post(url)
+        assert status == 201, body

@@ -180,7 +180,12 @@ class SqliteBackend(Backend):
                 raise
             self._forget(conn)
             conn = self._conn()
-            connection.begin_write(conn)
+            try:
+                connection.begin_write(conn)
+            except sqlite3.Error as again:
+                if is_read_only(again):
+                    raise connection.still_read_only(self.path) from again
+                raise
         return conn
 
     @contextmanager

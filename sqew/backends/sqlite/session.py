@@ -34,6 +34,7 @@ class SqliteWriteSession(WriteSession):
     def __init__(
         self, path: Path, connect: Callable[[], sqlite3.Connection], *, durable: bool
     ) -> None:
+        self._path = path
         self._connect = connect
         self._conn = conn = self._open()
         self.tx = SqliteTx(conn, fold_wakeups=False)  # one object for every transaction
@@ -78,8 +79,10 @@ class SqliteWriteSession(WriteSession):
                 connection.begin_write(conn)
                 return
             except sqlite3.Error as exc:
-                if last or not is_read_only(exc):
+                if not is_read_only(exc):
                     raise
+                if last:
+                    raise connection.still_read_only(self._path) from exc
             finally:
                 if wait_ms:
                     conn.execute("PRAGMA busy_timeout=0")
