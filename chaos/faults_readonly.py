@@ -134,6 +134,7 @@ def _restore(run: Run) -> bool:
         return lost
     return False
 
+
 def _restart(run: Run, victims: list[Slot], server: bool) -> None:
     """``kill -9`` the workload processes ``victims`` (and the server), start the processes
     again (the server's start is ``_start``'s)."""
@@ -157,9 +158,8 @@ def read_only(run: Run) -> None:
     ``-shm``, its directory), kill a workload process (and every ``PROBED_EVERY`` faults the
     server) and start them again while it is read-only, probe every interface (those faults),
     give the permission back after 0.5 to 1.5 s (and the probes), probe again; every 0.5 to
-    1.5 s. Where the ``-shm`` had lost its write
-    permission, the processes started meanwhile are started again after the restore: they
-    cannot write before (``docs/reliability.md``)."""
+    1.5 s. Where the ``-shm`` had lost its write permission, the processes started meanwhile
+    are started again after the restore: they cannot write before (``docs/reliability.md``)."""
     http_call(f"{run.server.url}/queues", {"name": PROBE_QUEUE})
     probes = Probes(run)
     restarted = 0

@@ -60,6 +60,7 @@ def client_probe(db: str, tag: str, out: str, user: User | None) -> None:
             answers["open"] = f"{type(exc).__name__}: {exc}"
         f.write(json.dumps(answers))
 
+
 class Probes:
     """The probes' answers: counted by kind, the wrong ones kept, acknowledged ids noted."""
 
@@ -183,12 +184,21 @@ class Probes:
             self.note(phase, fn.__name__, f"no answer: {exc!r}", False)
 
     def kept(self) -> None:
-        """Every enqueue a probe saw acknowledged is in the probe queue (nobody consumes it)."""
-        status, body = http_call(f"{self.run.server.url}/queues/{PROBE_QUEUE}/messages?limit=1000")
-        if status != 200 or not isinstance(body, dict):
-            self.wrong.append(f"the probe queue could not be read: {status} {body}")
-            return
-        there = {m["id"] for m in body["messages"]}
+        """Every enqueue a probe saw acknowledged is in the probe queue (nobody consumes it),
+        read page by page through the server."""
+        there: set[int] = set()
+        after: int | None = 0
+        while after is not None:
+            url = f"{self.run.server.url}/queues/{PROBE_QUEUE}/messages?after_id={after}"
+            try:
+                status, body = http_call(f"{url}&limit=1000")
+            except OSError as exc:  # no server to answer
+                status, body = 0, repr(exc)
+            if status != 200 or not isinstance(body, dict):
+                self.wrong.append(f"the probe queue could not be read: {status} {body}")
+                return
+            there |= {m["id"] for m in body["messages"]}
+            after = body.get("next_after_id")
         lost = sorted(set(self.ids) - there)
         if lost:
             self.wrong.append(f"probe enqueues acknowledged but lost: {lost}")
