@@ -32,6 +32,10 @@ Handler = Callable[[models.LeasedMessage], object]
 MIN_LEASE_MS = 300
 """The shortest lease a worker keeps alive (a heartbeat every third of it)."""
 
+MAX_PAUSE_S = 30.0
+"""The longest a worker waits before polling again after a failed poll (a ``Retry-After``
+longer than this is cut short)."""
+
 
 class Reject(Exception):
     """Raised by a Worker's handler for a permanent failure: the message moves to its queue's
@@ -179,7 +183,8 @@ class Worker:
             except errors.SqewError as exc:
                 if not _worth_waiting(exc):
                     raise
-                pause = min(max(pause * 2, 0.1), 5.0, exc.retry_after or 5.0)
+                pause = (min(exc.retry_after, MAX_PAUSE_S) if exc.retry_after
+                         else min(max(pause * 2, 0.1), 5.0))
                 log.warning("poll of %s failed, again in %.1f s: %s", self.queue, pause, exc)
                 self._stopping.wait(pause)
                 continue
