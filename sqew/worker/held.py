@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sqew import errors, models
+from sqew import models
 from sqew.client.base import Client
 
 log = logging.getLogger("sqew.worker")
@@ -85,6 +85,11 @@ class Holdings:
             return [lease for lease in self.leases.values()
                     if not lease.lost and lease.renew_at <= now + slack]
 
+    def holds(self, lease: Lease) -> bool:
+        """Whether ``lease`` is still held (its ack or nack not answered yet)."""
+        with self.changed:
+            return self.leases.get(lease.message.id) is lease
+
     def next_due(self) -> float | None:
         with self.changed:
             times = [lease.renew_at for lease in self.leases.values() if not lease.lost]
@@ -122,7 +127,7 @@ class Keeper(threading.Thread):
         items = [(lease.message.id, lease.message.token, self.lease_ms) for lease in leases]
         try:
             results = self.client.extend_leases(self.queue, items)
-        except errors.SqewError as exc:
+        except Exception as exc:  # a SqewError, or a client closed under the worker
             # The lease still runs for up to two thirds of its length: try again soon.
             log.warning("heartbeat of %d leases failed: %s", len(items), exc)
             retry_at = time.monotonic() + min(self.interval_s / 4, 1.0)
@@ -135,7 +140,7 @@ class Keeper(threading.Thread):
             if result.status == "extended":
                 lease.renew_at = renew_at
                 extended += 1
-            else:
+            elif self.holdings.holds(lease):  # (else it was acked meanwhile: all is well)
                 lease.lost = True
                 log.warning("message %d: lease %s while its handler runs (it may be delivered "
                             "again)", lease.message.id, result.status.replace("_", " "))

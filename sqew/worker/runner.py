@@ -211,14 +211,14 @@ class Worker:
                                 "supported yet")
         except Reject as exc:
             error = str(exc) or "rejected"
-            log.warning("message %d rejected (to the DLQ): %s", m.id, error)
             self._add("rejected", 1)
+            log.warning("message %d rejected (to the DLQ): %s", m.id, error)
             return Outcome(m, ack=False, error=error, dead_letter=True)
-        except Exception as exc:
+        except BaseException as exc:  # (SystemExit too: the slot and the lease must end)
             error = f"{type(exc).__name__}: {exc}"
+            self._add("failed", 1)
             log.warning("message %d failed (attempt %d): %s", m.id, m.attempts, error)
             log.debug("message %d failed", m.id, exc_info=True)
-            self._add("failed", 1)
             return Outcome(m, ack=False, error=error)
         self._add("processed", 1)
         return Outcome(m, ack=True)

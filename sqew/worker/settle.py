@@ -103,7 +103,7 @@ class Settler(threading.Thread):
         for attempt in range(TRIES):
             try:
                 results = call()
-            except errors.SqewError as exc:
+            except Exception as exc:  # a SqewError, or a client closed under the worker
                 if attempt + 1 == TRIES or not _transient(exc):
                     log.error("%s of %d messages failed (their leases will expire and they "
                               "will be delivered again): %s", verb, len(outcomes), exc)
@@ -128,6 +128,6 @@ def _nack_item(outcome: Outcome) -> dict[str, Any]:
     return item
 
 
-def _transient(exc: errors.SqewError) -> bool:
+def _transient(exc: Exception) -> bool:
     """Whether a call that failed so may succeed if sent again."""
     return isinstance(exc, errors.Unavailable | errors.Overloaded | errors.InternalError)
