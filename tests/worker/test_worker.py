@@ -127,7 +127,7 @@ def test_a_long_handler_keeps_its_lease(realtime_target: Target) -> None:
         with watch.handling(m):
             assert go_on.wait(DEADLINE_S)
 
-    worker = sqew.Worker(client, "slow", handle)
+    worker = sqew.Worker(client, "slow", handle, wait_ms=100)
     with running(worker):
         until(lambda: watch.calls == {msg_id: 1}, "the handler")
         # Three leases' worth of time (heartbeats every third of the lease), while another
@@ -178,7 +178,7 @@ def test_a_handler_past_the_drain_timeout_is_left_to_its_lease(tmp_path: Any) ->
         started.set()
         go_on.wait(DEADLINE_S)
 
-    worker = sqew.Worker(client, "jobs", handle, drain_timeout_s=0.1)
+    worker = sqew.Worker(client, "jobs", handle, wait_ms=100, drain_timeout_s=0.1)
     try:
         with running(worker):
             assert started.wait(DEADLINE_S)
