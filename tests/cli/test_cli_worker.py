@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from cli_support import Sqew
-from process_support import TIMEOUT_S, end
+from process_support import TIMEOUT_S, Lines, end
 
 HANDLER = """
 import os, time
@@ -68,6 +68,32 @@ def test_sigterm_mid_batch_finishes_what_it_started_and_exits_0(sqew: Sqew) -> N
         assert [(m.payload, m.attempts) for m in client.peek(q)] == [("ok", 0), ("ok", 0)]
         (dead,) = client.dlq_list(q)
         assert (dead.payload, dead.last_error) == ("bad", "bad payload")
+
+
+def test_a_second_signal_stops_waiting_for_the_handlers(local_sqew: Sqew) -> None:
+    (local_sqew.cwd / "tasks.py").write_text(HANDLER)
+    with local_sqew.arrange("q", visibility_ms=500) as client:
+        msg_id = client.enqueue("q", "stuck").message_id
+    proc = local_sqew.start("worker", "--queue", "q", "--handler", "tasks:handle")
+    try:
+        assert proc.stderr is not None
+        err = Lines(proc.stderr)  # (read as it comes; the test waits for a line of it)
+        _until(lambda: len(_started(local_sqew.cwd)) == 1, "the handler under way")
+        proc.send_signal(signal.SIGTERM)
+        assert err.until(lambda lines: any("waiting up to 30 s for 1 messages" in line
+                                           for line in lines), TIMEOUT_S)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(TIMEOUT_S)
+        assert proc.stdout is not None
+        out = proc.stdout.read()  # (a line: it fits the pipe)
+    finally:
+        end(proc)
+    assert proc.returncode == 0
+    assert out.decode().startswith("0 processed, 0 failed, 0 rejected, 0 lost, ")
+    with local_sqew.arrange() as client:  # its lease is no longer kept: it comes back
+        back: list[int] = []
+        _until(lambda: back.extend(m.id for m in client.poll("q")) or back == [msg_id],
+               "the lease to expire")
 
 
 def test_sigkill_leaves_leases_that_expire_and_come_back(sqew: Sqew) -> None:
