@@ -1,0 +1,92 @@
+"""The AWS SQS endpoint on the REST server's port (docs/sqs.md): ``POST /`` and ``POST`` to a
+queue's URL (``/<account>/<name>``), the JSON 1.0 protocol.
+
+Thin: it reads the body and hands it to ``sqew.sqs.protocol``, which answers in AWS's shapes,
+errors included. The routes are open to the REST API's key check (its ``Bearer`` keys and its
+error envelope mean nothing to an AWS SDK) and refuse every request themselves while API keys
+are enforced: SigV4 is not implemented yet, so SQS is never served unauthenticated then. They
+are not part of the REST API's OpenAPI document.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Request, post
+from litestar.exceptions.http_exceptions import RequestEntityTooLarge
+from litestar.types import ASGIApp, Receive, Scope, Send
+
+from sqew.server import wire
+from sqew.server.runtime import Runtime, runtime
+from sqew.sqs import protocol
+from sqew.sqs.errors import SqsError
+from sqew.sqs.urls import Context
+
+Req = Request[Any, Any, Any]
+_TARGET = b"x-amz-target"
+_HOST = b"host"
+_LONG_POLL = "AmazonSQS.ReceiveMessage"
+_OPT = {"access": "open"}
+
+
+@post("/", include_in_schema=False, opt=_OPT, status_code=200)
+async def sqs_root(request: Req) -> ASGIApp:
+    """An SQS request posted to the endpoint."""
+    return await _serve(request)
+
+
+@post("/{account:str}/{name:str}", include_in_schema=False, opt=_OPT, status_code=200)
+async def sqs_queue(request: Req, account: str, name: str) -> ASGIApp:
+    """An SQS request posted to a queue's URL (its ``QueueUrl`` names the queue)."""
+    return await _serve(request)
+
+
+async def _serve(request: Req) -> ASGIApp:
+    rt = runtime(request)
+    if await rt.auth.enforced():
+        return _Sent(protocol.error(SqsError(
+            "AccessDenied", "This server requires API keys; SQS requests need SigV4 "
+            "signatures, which sqew does not verify yet, so they are refused.")))
+    try:
+        body = await wire.read_body(request, rt.settings.max_body_bytes)
+    except RequestEntityTooLarge:
+        return _Sent(protocol.error(SqsError(
+            "InvalidParameterValue", f"The request body is over the server's limit of "
+            f"{rt.settings.max_body_bytes} bytes.", status=413)))
+    headers = dict(request.scope["headers"])
+    target = headers[_TARGET].decode("latin-1") if _TARGET in headers else None
+    call = protocol.answer(_context(request, rt, headers), target, body)
+    if target != _LONG_POLL:
+        return _Sent(await call)
+    answer = await wire.unless_disconnected(request, call)
+    return _Sent(answer or protocol.error(SqsError(
+        "ServiceUnavailable", "The client disconnected.", sender=False)))
+
+
+def _context(request: Req, rt: Runtime, headers: dict[bytes, bytes]) -> Context:
+    s = rt.settings
+    host = headers.get(_HOST, b"").decode("latin-1")
+    if not host:  # (HTTP/1.0 may send none) the address the request reached
+        address, port = request.scope.get("server") or ("127.0.0.1", 0)
+        host = f"{address}:{port}"
+    return Context(service=rt.service, base_url=f"{request.scope['scheme']}://{host}",
+                   account=s.sqs_account_id, region=s.sqs_region,
+                   gone=wire.client_gone(request), max_json_depth=s.max_json_depth)
+
+
+class _Sent:
+    """An ASGI answer of ``protocol.Answer``."""
+
+    __slots__ = ("answer",)
+
+    def __init__(self, answer: protocol.Answer) -> None:
+        self.answer = answer
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        a = self.answer
+        await send({"type": "http.response.start", "status": a.status,
+                    "headers": [*a.headers, (b"content-length", str(len(a.body)).encode())]})
+        await send({"type": "http.response.body", "body": a.body, "more_body": False})
+
+
+HANDLERS = [sqs_root, sqs_queue]
