@@ -10,10 +10,11 @@ are not part of the REST API's OpenAPI document.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from litestar import Request, post
 from litestar.exceptions.http_exceptions import RequestEntityTooLarge
+from litestar.params import PathParameter
 from litestar.types import ASGIApp, Receive, Scope, Send
 
 from sqew.server import wire
@@ -27,6 +28,7 @@ _TARGET = b"x-amz-target"
 _HOST = b"host"
 _LONG_POLL = "AmazonSQS.ReceiveMessage"
 _OPT = {"access": "open"}
+_Part = Annotated[str, PathParameter()]
 
 
 @post("/", include_in_schema=False, opt=_OPT, status_code=200)
@@ -36,7 +38,7 @@ async def sqs_root(request: Req) -> ASGIApp:
 
 
 @post("/{account:str}/{name:str}", include_in_schema=False, opt=_OPT, status_code=200)
-async def sqs_queue(request: Req, account: str, name: str) -> ASGIApp:
+async def sqs_queue(request: Req, account: _Part, name: _Part) -> ASGIApp:
     """An SQS request posted to a queue's URL (its ``QueueUrl`` names the queue)."""
     return await _serve(request)
 
@@ -58,7 +60,20 @@ async def _serve(request: Req) -> ASGIApp:
     call = protocol.answer(_context(request, rt, headers), target, body)
     if target != _LONG_POLL:
         return _Sent(await call)
-    answer = await wire.unless_disconnected(request, call)
+    # A receive may wait: counted and bounded with the REST API's long polls
+    # (max_waiting_polls), and ended when its client disconnects.
+    if rt.waiting_polls >= rt.settings.max_waiting_polls:
+        call.close()
+        return _Sent(protocol.error(SqsError(
+            "ServiceUnavailable", f"{rt.waiting_polls} long polls are waiting in this server "
+            "process, the most it allows (max_waiting_polls): retry later", sender=False)))
+    rt.waiting_polls += 1
+    rt.metrics.long_poll_started()
+    try:
+        answer = await wire.unless_disconnected(request, call)
+    finally:
+        rt.waiting_polls -= 1
+        rt.metrics.long_poll_ended()
     return _Sent(answer or protocol.error(SqsError(
         "ServiceUnavailable", "The client disconnected.", sender=False)))
 
