@@ -165,3 +165,13 @@ def test_purge_queue(sqs: Any, queue: str) -> None:
         {"Id": str(i), "MessageBody": "m"} for i in range(3)])
     sqs.purge_queue(QueueUrl=queue)
     assert "Messages" not in sqs.receive_message(QueueUrl=queue)
+
+
+def test_account_and_region_are_settings(start_server: Any) -> None:
+    server = start_server(sqs_account_id="000000000042", sqs_region="eu-west-1")
+    sqs = client_for(server.url)
+    url = sqs.create_queue(QueueName="placed")["QueueUrl"]
+    assert url == f"{server.url}/000000000042/placed"
+    got = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
+    assert got == {"QueueArn": "arn:aws:sqs:eu-west-1:000000000042:placed"}
+    sqs.close()
