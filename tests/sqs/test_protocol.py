@@ -119,3 +119,13 @@ def test_with_api_keys_sqs_is_refused(start_server: Callable[..., ServerThread])
         assert err.value.response["Error"]["Code"] == "AccessDenied"
         assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
     sqs.close()
+
+
+def test_a_queue_url_path_is_otherwise_an_unknown_path(http: httpx.Client,
+                                                         server: ServerThread) -> None:
+    for method in ("GET", "PUT", "DELETE", "PATCH", "POST"):
+        r = http.request(method, server.url + "/123456789012/q")
+        assert r.status_code == 404 and r.json()["error"]["code"] == "NotFound", (method, r.text)
+    r = http.post(server.url + "/123456789012/q", content="Action=SendMessage",
+                  headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert r.status_code == 400 and r.json()["__type"] == "com.amazonaws.sqs#InvalidAction"

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from litestar import Request, post
+from litestar import Request, post, route
+from litestar.enums import HttpMethod
+from litestar.exceptions import NotFoundException
 from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 from litestar.params import PathParameter
 from litestar.types import ASGIApp, Receive, Scope, Send
@@ -28,6 +30,8 @@ _TARGET = b"x-amz-target"
 _HOST = b"host"
 _LONG_POLL = "AmazonSQS.ReceiveMessage"
 _OPT = {"access": "open"}
+_METHODS = [HttpMethod.GET, HttpMethod.POST, HttpMethod.PUT, HttpMethod.PATCH, HttpMethod.DELETE]
+_FORM = b"application/x-www-form-urlencoded"
 _Part = Annotated[str, PathParameter()]
 
 
@@ -37,9 +41,19 @@ async def sqs_root(request: Req) -> ASGIApp:
     return await _serve(request)
 
 
-@post("/{account:str}/{name:str}", include_in_schema=False, opt=_OPT, status_code=200)
+@route("/{account:str}/{name:str}", http_method=_METHODS, include_in_schema=False, opt=_OPT,
+       status_code=200)
 async def sqs_queue(request: Req, account: _Part, name: _Part) -> ASGIApp:
-    """An SQS request posted to a queue's URL (its ``QueueUrl`` names the queue)."""
+    """An SQS request posted to a queue's URL (its ``QueueUrl`` names the queue).
+
+    The path has the shape of any two-part path, so anything else on it (another method, a
+    POST that is no SQS request) is answered as an unknown path is: 404 ``NotFound``. A
+    form-encoded POST is an SQS request of the Query protocol, answered in AWS's shape.
+    """
+    headers = request.scope["headers"]
+    if request.method != "POST" or not any(
+            k == _TARGET or (k == b"content-type" and v.startswith(_FORM)) for k, v in headers):
+        raise NotFoundException
     return await _serve(request)
 
 
