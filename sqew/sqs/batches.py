@@ -82,7 +82,8 @@ async def send_message_batch(ctx: Context, p: Params) -> Params:
                                      f"must be shorter than {limit} bytes."))
                 for e in ok if e not in fits]
         ok = fits
-    results = await ctx.service.enqueue(name, [m for *_, m in ok]) if ok else []
+    results = await ctx.service.enqueue(
+        name, [m for *_, m in ok], messaging.UNSIGNED) if ok else []
     done = [{"Id": entry_id, **messaging.sent(parts, r.message_id)}
             for (entry_id, parts, _), r in zip(ok, results, strict=True)]
     return {"Successful": done, "Failed": bad}

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sqew import models
+from sqew.core import signing
 from sqew.sqs import digests, envelope, handles, service, typed
 from sqew.sqs.errors import SqsError, invalid
 from sqew.sqs.typed import Attribute
@@ -23,6 +24,10 @@ MAX_RECEIVE = 10
 MAX_WAIT_S = 20
 MAX_VISIBILITY_S = 43_200
 MAX_DELAY_S = 900
+UNSIGNED = signing.Proof(None, b"")
+"""What an SQS send offers a queue with an ``hmac_secret``: no ``X-Sqew-Signature``, so such a
+queue refuses it (``AccessDenied``), as REST refuses an unsigned enqueue; a queue without a
+secret takes it. (An SQS client has no way to sign sqew's way.)"""
 MAX_MESSAGE_BYTES = 1_048_576
 """The largest message (body and attributes) SQS takes; a queue's ``MaximumMessageSize``
 (its ``max_payload_bytes``) bounds the stored payload below it."""
@@ -80,7 +85,7 @@ async def send_message(ctx: Context, p: Params) -> Params:
     name = queue_name(p["QueueUrl"])
     parts, _ = parts_of(p)
     message = envelope.to_message(parts, delay_ms(p), ctx.max_json_depth)
-    (result,) = await ctx.service.enqueue(name, [message])
+    (result,) = await ctx.service.enqueue(name, [message], UNSIGNED)
     return sent(parts, result.message_id)
 
 

@@ -65,3 +65,20 @@ def test_a_message_keeps_its_sqs_parts_through_the_dead_letter_queue(
     (again,) = sqs.receive_message(QueueUrl=queue, MessageAttributeNames=["All"])["Messages"]
     assert again["Body"] == "text body"
     assert again["MessageAttributes"] == attrs
+
+
+def test_a_queue_with_an_hmac_secret_takes_no_unsigned_sqs_send(
+        rest: sqew.Client, sqs: Any) -> None:
+    rest.create_queue("signed", hmac_secret="s" * 32)
+    try:
+        url = sqs.get_queue_url(QueueName="signed")["QueueUrl"]
+        for call in (lambda: sqs.send_message(QueueUrl=url, MessageBody="forged"),
+                     lambda: sqs.send_message(QueueUrl=url + ".dlq", MessageBody="forged"),
+                     lambda: sqs.send_message_batch(QueueUrl=url, Entries=[
+                         {"Id": "a", "MessageBody": "forged"}])):
+            with pytest.raises(sqs.exceptions.ClientError) as err:
+                call()
+            assert err.value.response["Error"]["Code"] == "AccessDenied"
+        assert rest.stats("signed").ready == rest.stats("signed").dlq == 0
+    finally:
+        rest.delete_queue("signed")
