@@ -88,6 +88,17 @@ def decode(body: bytes) -> Any:
             from None
 
 
+def waits(body: bytes) -> bool:
+    """Whether a ReceiveMessage body asks to wait (``WaitTimeSeconds`` > 0): a long poll, which
+    a server counts and bounds. (A malformed body is answered by ``answer``.)"""
+    try:
+        params = decode(body)
+    except SqsError:
+        return False
+    wait = params.get("WaitTimeSeconds") if isinstance(params, dict) else None
+    return isinstance(wait, int) and wait > 0
+
+
 def error(exc: SqsError, request_id: str | None = None) -> Answer:
     """The answer for ``exc``."""
     body = msgspec.json.encode({"__type": ERROR_TYPE_PREFIX + exc.code, "message": exc.message})

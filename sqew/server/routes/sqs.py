@@ -72,9 +72,9 @@ async def _serve(request: Req) -> ASGIApp:
     headers = dict(request.scope["headers"])
     target = headers[_TARGET].decode("latin-1") if _TARGET in headers else None
     call = protocol.answer(_context(request, rt, headers), target, body)
-    if target != _LONG_POLL:
+    if target != _LONG_POLL or not protocol.waits(body):
         return _Sent(await call)
-    # A receive may wait: counted and bounded with the REST API's long polls
+    # A receive that may wait: counted and bounded with the REST API's long polls
     # (max_waiting_polls), and ended when its client disconnects.
     if rt.waiting_polls >= rt.settings.max_waiting_polls:
         call.close()
