@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sqew import errors, models
-from sqew.sqs import attributes, batches, messaging, service
+from sqew.sqs import attributes, batches, inputs, messaging
 from sqew.sqs.errors import SqsError, from_sqew, invalid
 from sqew.sqs.urls import Context, is_name, queue_name
 
@@ -31,7 +31,7 @@ async def run(ctx: Context, action: str, params: Any) -> Params:
     Raises:
         SqsError: the answer to anything wrong, sqew's own errors translated.
     """
-    checked = service.check_input(action, params)
+    checked = inputs.check_input(action, params)
     fn = ACTIONS.get(action)
     if fn is None:
         raise SqsError("UnsupportedOperation", f"The action {action} is not supported yet.")
