@@ -82,3 +82,14 @@ def test_a_queue_with_an_hmac_secret_takes_no_unsigned_sqs_send(
         assert rest.stats("signed").ready == rest.stats("signed").dlq == 0
     finally:
         rest.delete_queue("signed")
+
+
+def test_a_rest_message_with_anything_in_the_reserved_attribute_still_reads(
+        rest: sqew.Client, sqs: Any, queue: str) -> None:
+    name = queue.rsplit("/", 1)[1]
+    for junk in ("not json", "[1, 2]", '{"text": true, "attrs": {"a": 5}, "sys": []}'):
+        rest.enqueue(name, {"n": 1}, attributes={"sqew.sqs": junk})
+    got = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10,
+                              MessageAttributeNames=["All"])["Messages"]
+    assert [json.loads(m["Body"]) for m in got] == [{"n": 1}] * 3
+    assert all("MessageAttributes" not in m for m in got)

@@ -168,3 +168,10 @@ def test_receive_refusals(sqs: Any, queue: str, kwargs: dict[str, Any], error: s
     with pytest.raises(sqs.exceptions.ClientError) as err:
         sqs.receive_message(QueueUrl=queue, **kwargs)
     assert err.value.response["Error"]["Code"] == error
+
+
+def test_a_message_group_id_round_trips_on_a_standard_queue(sqs: Any, queue: str) -> None:
+    sqs.send_message(QueueUrl=queue, MessageBody="m", MessageGroupId="tenant-7")
+    (m,) = sqs.receive_message(QueueUrl=queue, MessageSystemAttributeNames=[
+        "MessageGroupId"])["Messages"]
+    assert m["Attributes"] == {"MessageGroupId": "tenant-7"}
