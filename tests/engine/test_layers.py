@@ -10,6 +10,8 @@ What it states, encoded here:
   ``sqew.backends`` directly (transports are thin).
 - ``client ← worker``: the Worker reaches the engine through a Client only, as the CLI does.
 - ``core ← server``: the server never imports the CLI.
+- ``core ← sqs ← server``: the SQS adapter calls the core and imports no web framework, no
+  backend; nothing below the server imports it.
 - "The CLI imports ``server`` only inside ``serve``": only ``sqew/cli/serve.py`` imports
   ``sqew.server``, and only inside a function (so ``sqew --help`` never loads the web stack).
 - ``telemetry`` (traces) is used by the core, the clients and the server alike, so it sits just
@@ -155,6 +157,13 @@ def test_the_worker_reaches_the_engine_only_through_a_client() -> None:
     assert sources("worker")
     forbidden = ("sqew.core", "sqew.backends", "sqew.server", "sqew.cli", "litestar", "typer")
     assert violations(sources("worker"), forbidden) == []
+
+
+def test_the_sqs_adapter_sits_on_the_core_and_knows_no_web_framework() -> None:
+    # sqew/sqs speaks AWS words over QueueService; only the server's route imports it.
+    assert sources("sqs")
+    assert violations(sources("sqs"), (*ENGINE_FORBIDDEN, "sqew.backends")) == []
+    assert violations(sources("core", "backends", "cli", "client"), ("sqew.sqs",)) == []
 
 
 def test_the_server_never_imports_the_cli() -> None:
