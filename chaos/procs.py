@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,7 +68,40 @@ def warm_up() -> None:
     multiprocessing.forkserver.ensure_running()
 
 
-def start_workload(argv: list[str], log: Path) -> multiprocessing.process.BaseProcess:
+@dataclass(frozen=True)
+class User:
+    """Another user the workload and ``sqew serve`` run as (a scenario whose fault is a file
+    mode: root writes any file): its ids, the ``sqew`` command as it runs it, and the
+    environment that command needs."""
+
+    uid: int
+    gid: int
+    sqew: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)
+
+    def become(self) -> None:
+        """Make this process (a fresh child, before it opens anything) this user."""
+        os.setgroups([])
+        os.setgid(self.gid)
+        os.setuid(self.uid)
+
+    def popen(self) -> dict[str, object]:
+        """``subprocess.Popen``'s arguments that start a process as this user."""
+        return {"user": self.uid, "group": self.gid, "extra_groups": []}
+
+
+SQEW_COMMAND = "CHAOS_SQEW_COMMAND"
+"""The variable that gives a workload process the ``sqew`` command (JSON) of its ``User``."""
+
+
+def sqew_command() -> list[str]:
+    """The ``sqew`` command of this process: its ``User``'s, or the installed one."""
+    given = os.environ.get(SQEW_COMMAND)
+    return list(json.loads(given)) if given else [str(SQEW_BIN)]
+
+
+def start_workload(argv: list[str], log: Path,
+                   user: User | None = None) -> multiprocessing.process.BaseProcess:
     """A workload process (``chaos.workload``) with ``argv``, its output appended to ``log``.
 
     It is forked from multiprocessing's fork server, a process that imported the workload
@@ -75,17 +109,30 @@ def start_workload(argv: list[str], log: Path) -> multiprocessing.process.BasePr
     each kill, and each would spend most of a second of CPU importing the same modules as
     the others, in the minutes a short run lasts. A forked process is a process of its own
     all the same (its own PID, killed and stopped by it, its own connections)."""
-    proc = _FORKS.Process(target=_workload, args=(argv, str(log), child_env()),
+    env = child_env()
+    if user is not None:
+        env.update({**user.env, SQEW_COMMAND: json.dumps(user.sqew)})
+    proc = _FORKS.Process(target=_workload, args=(argv, str(log), env, user),
                           name=f"chaos-workload {argv[0]}")
     proc.start()
     return proc
 
 
-def _workload(argv: list[str], log: str, env: dict[str, str]) -> None:
-    """A workload process's start, in the forked child: the harness's environment, the
-    repository as its directory, its output to ``log``."""
+def fork(target: Callable[..., None], *args: object) -> multiprocessing.process.BaseProcess:
+    """A process forked from the workload's fork server (sqew imported) that runs
+    ``target(*args)`` (a module-level function), started."""
+    proc = _FORKS.Process(target=target, args=args, name=f"chaos {target.__name__}")
+    proc.start()
+    return proc
+
+
+def _workload(argv: list[str], log: str, env: dict[str, str], user: User | None) -> None:
+    """A workload process's start, in the forked child: its user (if another), the harness's
+    environment, the repository as its directory, its output to ``log``."""
     from chaos import workload  # (imported by the fork server already)
 
+    if user is not None:
+        user.become()
     os.environ.clear()
     os.environ.update(env)
     os.chdir(ROOT)
@@ -114,6 +161,8 @@ class Server:
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[str] | None = None
     args: list[str] = field(default_factory=list)  # more options of ``sqew serve``
+    user: User | None = None
+    """The user it runs as (None: the harness's)."""
 
     @property
     def url(self) -> str:
@@ -128,11 +177,16 @@ class Server:
         """Start it (``wait_serving`` waits for its announcement)."""
         if self.proc is not None and self.proc.stdout is not None:
             self.proc.stdout.close()  # a server that exited by itself, started again
+        command, env, user = [str(SQEW_BIN)], child_env(), {}
+        if self.user is not None:
+            command, user = list(self.user.sqew), self.user.popen()
+            env.update(self.user.env)
         with self.log.open("a") as log:
-            self.proc = subprocess.Popen(
-                [str(SQEW_BIN), "serve", "--db", self.db, "--port", str(self.port),
+            self.proc = subprocess.Popen(  # type: ignore[call-overload]
+                [*command, "serve", "--db", self.db, "--port", str(self.port),
                  "--workers", str(self.workers), *self.args],
-                stdout=subprocess.PIPE, stderr=log, text=True, env=child_env(), cwd=self.log.parent)
+                stdout=subprocess.PIPE, stderr=log, text=True, env=env, cwd=self.log.parent,
+                **user)
 
     def wait_serving(self) -> None:
         """Return once the server launched announces that it serves; raise after
@@ -211,6 +265,8 @@ class Slot:
     argv: list[str]
     incarnation: int = 0
     proc: multiprocessing.process.BaseProcess | None = None
+    user: User | None = None
+    """The user its processes run as (None: the harness's)."""
 
     def start_index(self) -> int:
         """The producer's next key: one past the highest its journals acknowledged (the
@@ -228,7 +284,7 @@ class Slot:
         self.proc = start_workload(
             [self.role, "--kind", self.kind, "--journal", str(path), "--slot", self.name,
              "--until-file", str(until_file), "--seed", str(seed * 1000 + self.incarnation),
-             *extra, *self.argv], self.directory / f"{self.name}.log")
+             *extra, *self.argv], self.directory / f"{self.name}.log", self.user)
 
     def last_record(self, tail: int = 16384) -> journal.Record | None:
         """The last whole line of the current incarnation's journal, if any (read from its

@@ -84,6 +84,8 @@ class Run:
     """Violations a scenario found itself (in answers it read), added to the oracle's."""
     lease_check: Callable[[dict[str, list[Any]]], list[Violation]] | None = None
     """The lease rules' check, if the scenario needs its own (clocks that differ)."""
+    user: procs.User | None = None
+    """The user the workload processes run as, if not the harness's (set by ``prepare``)."""
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -158,6 +160,8 @@ def _slots(run: Run) -> list[Slot]:
     out.append(Slot("consumer", "local", "consumer-race", journals,
                     ["--target", targets["local"], "--queues", CONTENDED, "--contended",
                      CONTENDED, "--pace", "0.01"]))
+    for slot in out:
+        slot.user = run.user
     return out
 
 

@@ -259,3 +259,12 @@ SCENARIOS.update({s.name: s for s in (
              "during group commits, then freed", faults_disk.full_disk,
              storage=faults_disk.small_fs, unavailable=faults_disk.unavailable),
 )})
+
+# A read-only database (its code: chaos.faults_readonly).
+from chaos import faults_readonly  # noqa: E402
+
+SCENARIOS["read-only"] = Scenario(
+    "read-only", "the database file (and in turn its -wal and -shm, its directory) made "
+    "read-only for the workload's user; a process and the server restarted meanwhile",
+    faults_readonly.read_only, prepare=faults_readonly.prepare,
+    storage=faults_readonly.public_dir, unavailable=faults_readonly.unavailable)

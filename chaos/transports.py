@@ -13,14 +13,12 @@ from __future__ import annotations
 import json
 import random
 import subprocess
-import sys
-from pathlib import Path
 from typing import Any, Protocol
 
 import sqew
+from chaos.procs import sqew_command
 from sqew import errors
 
-SQEW_BIN = Path(sys.executable).with_name("sqew")
 CLI_TIMEOUT_S = 60.0
 HTTP_TIMEOUT_S = 30.0
 
@@ -128,7 +126,7 @@ class CliTransport:
 
     def __init__(self, target: str) -> None:
         flag = "--url" if target.startswith("http") else "--db"
-        self._base = [str(SQEW_BIN), flag, target, "--json"]
+        self._base = [*sqew_command(), flag, target, "--json"]  # (its user's, if another)
 
     def _run(self, *args: str, wait_s: float = 0.0) -> Any:
         try:

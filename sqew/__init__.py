@@ -19,8 +19,10 @@ __all__ = [
     "LocalClient",
     "Message",
     "Queue",
+    "Reject",
     "SqewError",
     "Stats",
+    "Worker",
     "__version__",
     "errors",
     "verify_signature",
@@ -35,10 +37,12 @@ _HOMES = {
     "LocalClient": "sqew.client.local",
     "Message": "sqew.models",
     "Queue": "sqew.models",
+    "Reject": "sqew.worker",
     "SqewError": "sqew.errors",
     "Stats": "sqew.models",
     "errors": "sqew",
     "verify_signature": "sqew.core.signing",
+    "Worker": "sqew.worker",
 }
 
 TYPE_CHECKING = False  # what type checkers read (typing.TYPE_CHECKING, without importing typing)
@@ -49,6 +53,7 @@ if TYPE_CHECKING:
     from sqew.core.signing import verify_signature
     from sqew.errors import SqewError
     from sqew.models import EnqueueResult, ItemResult, LeasedMessage, Message, Queue, Stats
+    from sqew.worker import Reject, Worker
 else:
     # Type checkers see the imports above instead: a module __getattr__ would make every
     # misspelt name of the package an attribute of type object to them.

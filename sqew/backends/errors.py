@@ -144,6 +144,12 @@ def is_busy(exc: BaseException) -> bool:
     return sqlite_code(exc) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
+def is_read_only(exc: BaseException) -> bool:
+    """Whether ``exc`` says the connection may not write (``SQLITE_READONLY``, any of its
+    extended codes)."""
+    return sqlite_code(exc) == sqlite3.SQLITE_READONLY
+
+
 def translate(exc: BaseException) -> errors.SqewError:
     """The SqewError a driver exception means to a user (InternalError if unknown)."""
     if isinstance(exc, errors.SqewError):

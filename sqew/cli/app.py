@@ -153,7 +153,7 @@ def _source(ctx: typer.Context, name: str) -> str | None:
 
 def _register() -> None:
     # Imported here, after `app` exists, because each module registers into it.
-    from sqew.cli import db, dlq, keys, message, queue, serve, stats
+    from sqew.cli import db, dlq, keys, message, queue, serve, stats, worker
 
     app.add_typer(db.app, name="db")
     app.add_typer(queue.app, name="queue")
@@ -162,6 +162,7 @@ def _register() -> None:
     app.command("stats")(stats.stats)
     app.add_typer(keys.app, name="keys")
     serve.register(app)
+    app.command("worker")(worker.worker)
 
 
 _register()

@@ -251,6 +251,9 @@ def nack(
         "--delay-ms", help="Retry after this long (default: the queue's backoff).")] = None,
     error: Annotated[str | None, typer.Option(
         "--error", help="Why it failed; kept as the message's last_error.")] = None,
+    dead_letter: Annotated[bool, typer.Option(
+        "--dead-letter", help="A permanent failure: move them to the DLQ now, whatever "
+        "attempts they have left.")] = False,
 ) -> None:
     """Release leased messages for a retry (dead-lettered once out of attempts).
 
@@ -260,13 +263,16 @@ def nack(
     Example:
 
         sqew message nack --queue jobs --ids 17:9f2c… --delay-ms 60000 --error "upstream 503"
+        sqew message nack --queue jobs --ids 18:4e1a… --dead-letter --error "no such customer"
     """
     state = current(ctx)
     pairs = params.ids_tokens(ids)
     if len(pairs) == 1:
-        results = [state.client.nack(queue, *pairs[0], delay_ms=delay_ms, error=error)]
+        results = [state.client.nack(queue, *pairs[0], delay_ms=delay_ms, error=error,
+                                     dead_letter=dead_letter)]
     else:
-        items = [{"id": i, "token": t, "delay_ms": delay_ms, "error": error} for i, t in pairs]
+        items = [{"id": i, "token": t, "delay_ms": delay_ms, "error": error,
+                  "dead_letter": dead_letter or None} for i, t in pairs]
         results = state.client.nack_batch(queue, items)
     _settled(state, results, ok=("requeued", "dead_lettered"), verb="nack")
 

@@ -187,15 +187,18 @@ class Client(abc.ABC):
         *,
         delay_ms: int | None = None,
         error: str | None = None,
+        dead_letter: bool = False,
     ) -> models.ItemResult:
-        """Release a lease for a retry (or dead-letter it at ``max_attempts``)."""
+        """Release a lease for a retry (or dead-letter it at ``max_attempts``); with
+        ``dead_letter``, move it to the DLQ at once with ``error`` (a permanent failure)."""
         raise NotImplementedError
 
     @abc.abstractmethod
     def nack_batch(
         self, queue: str, nacks: Iterable[Mapping[str, Any]]
     ) -> list[models.ItemResult]:
-        """Nack many (dicts with ``id``, ``token``, optional ``delay_ms``, ``error``)."""
+        """Nack many (dicts with ``id``, ``token``, optional ``delay_ms``, ``error``,
+        ``dead_letter``)."""
         raise NotImplementedError
 
     @abc.abstractmethod

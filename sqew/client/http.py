@@ -239,9 +239,10 @@ class HttpClient(Client):
 
     def nack(
         self, queue: str, id: int, token: str, *, delay_ms: int | None = None,
-        error: str | None = None,
+        error: str | None = None, dead_letter: bool = False,
     ) -> models.ItemResult:
-        body = _without_none({"id": id, "token": token, "delay_ms": delay_ms, "error": error})
+        body = _without_none({"id": id, "token": token, "delay_ms": delay_ms, "error": error,
+                              "dead_letter": dead_letter or None})
         return self._call(models.ResultList, "POST", f"/queues/{self._q(queue)}/nack",
                           body=body).results[0]
 

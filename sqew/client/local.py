@@ -155,9 +155,10 @@ class LocalClient(Client):
 
     def nack(
         self, queue: str, id: int, token: str, *, delay_ms: int | None = None,
-        error: str | None = None,
+        error: str | None = None, dead_letter: bool = False,
     ) -> models.ItemResult:
-        body = {"id": id, "token": token, "delay_ms": delay_ms, "error": error}
+        body = {"id": id, "token": token, "delay_ms": delay_ms, "error": error,
+                "dead_letter": dead_letter or None}
         item = convert({k: v for k, v in body.items() if v is not None}, models.NackIn)
         result = run_sync(self.service.nack(queue, [item]))[0]
         if result.status in errors.ITEM_ERRORS:

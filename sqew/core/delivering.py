@@ -223,7 +223,8 @@ _ACK_RESULT: dict[bool | None, str] = {
 
 
 class Nack(Op[ItemResults]):
-    """Release leases for a retry with backoff, or dead-letter at ``max_attempts``."""
+    """Release leases for a retry with backoff, or dead-letter at ``max_attempts`` (at once
+    for an item with ``dead_letter``: a permanent failure)."""
 
     __slots__ = ("items", "notify", "queue", "rng")
 
@@ -238,6 +239,9 @@ class Nack(Op[ItemResults]):
         out: ItemResults = []
         q = queue_row(tx, self.queue)
         dlq = dlq_of(tx, q) if q.parent_id is None else None
+        if dlq is None and any(item.dead_letter for item in self.items):
+            raise errors.ValidationError(
+                f"'{q.name}' is a dead-letter queue: it has no DLQ to move a message to")
         nacked = dead = 0
         for item in self.items:
             status = self._nack(tx, q, dlq, item, now)
@@ -258,7 +262,7 @@ class Nack(Op[ItemResults]):
         attempts = tx.attempts_if_token(q.id, item.id, item.token)
         if attempts is None:
             return _miss(tx, q, item.id)
-        if dlq is not None and attempts >= q.max_attempts:
+        if dlq is not None and (item.dead_letter or attempts >= q.max_attempts):
             done = tx.dead_letter(q.id, item.id, item.token, dlq, now, item.error, q.name)
             return "dead_lettered" if done else _miss(tx, q, item.id)
         delay = item.delay_ms

@@ -230,7 +230,8 @@ class QueueService:
     async def nack(
         self, queue: str, items: Sequence[models.NackIn]
     ) -> list[models.ItemResult]:
-        """Release leases for a retry with backoff, or dead-letter at ``max_attempts``."""
+        """Release leases for a retry with backoff, or dead-letter at ``max_attempts`` (at
+        once for an item with ``dead_letter``)."""
         return await self._writer.write(delivering.Nack(queue, items, self._rng))
 
     async def extend_lease(

@@ -24,12 +24,16 @@ class AckBatchIn(Request):
 
 
 class NackIn(Request, kw_only=True):
-    """One nack; ``delay_ms`` overrides the backoff, ``error`` is kept as ``last_error``."""
+    """One nack; ``error`` is kept as ``last_error``; ``dead_letter``: to the DLQ at once."""
+
+    # ``delay_ms`` overrides the backoff; ``dead_letter`` is a permanent failure: the message
+    # moves to its DLQ whatever attempts it has left (``delay_ms`` is then moot).
 
     id: MessageId
     token: Token
     delay_ms: DelayMs | None = None
     error: ErrorText | None = None
+    dead_letter: bool = False
 
 
 class NackBatchIn(Request):

@@ -115,6 +115,14 @@ class Authenticator:
             return "open" if handler.http_methods == {"OPTIONS"} else "admin"  # type: ignore[attr-defined]
         return access
 
+    async def enforced(self) -> bool:
+        """Whether API keys are enforced now: what ``authenticate`` goes by."""
+        now = time.monotonic()
+        if self._required:
+            return True
+        return bool(self._any) if now - self._checked < REFRESH_S else (
+            await self._keys_exist(now))
+
     async def authenticate(self, scope: Scope) -> keys.Principal | None:
         """The principal of the request's key; None when keys are not enforced.
 

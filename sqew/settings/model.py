@@ -96,6 +96,9 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
         overload_commit_ms: backpressure: refuse enqueues while a group commit's transaction
             (waiting for the write lock included) takes longer than this on a moving average
             (about the last second); 0: not this measure.
+        sqs_account_id: the AWS account id (12 digits) in the SQS endpoint's queue URLs and
+            ARNs (docs/sqs.md).
+        sqs_region: the AWS region in the SQS endpoint's queue ARNs.
     """
 
     db: str = "sqew.db"
@@ -136,3 +139,6 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     overload_pending_writes: Annotated[int, Meta(ge=0)] = 4096
     overload_wal_bytes: Annotated[int, Meta(ge=0)] = 1024 * 1024 * 1024
     overload_commit_ms: Annotated[int, Meta(ge=0)] = 1000
+    # The SQS endpoint (docs/sqs.md)
+    sqs_account_id: Annotated[str, Meta(pattern=r"^[0-9]{12}$")] = "123456789012"
+    sqs_region: Annotated[str, Meta(pattern=r"^[a-z]{2}(-[a-z0-9]+){1,3}$")] = "us-east-1"

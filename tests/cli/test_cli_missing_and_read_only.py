@@ -5,16 +5,13 @@ as it is, and only a write says it cannot be done."""
 
 from __future__ import annotations
 
-import os
-import pwd
 import shutil
 import subprocess
-import sys
-import sysconfig
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import another_user
 import pytest
 from cli_support import sqew_binary
 
@@ -58,33 +55,16 @@ def test_commands_that_make_something_create_it(tmp_path: Path) -> None:
         assert (tmp_path / made).exists()
 
 
-def _reader() -> list[str] | None:
-    """How to run ``sqew`` as a user who may not write this test's files: as ``nobody`` under
-    the system's Python of this version when the suite runs as root (root writes anything),
-    else as this user (the files are made read-only for it)."""
-    if os.geteuid() != 0:
-        return [sqew_binary()]
-    python = shutil.which(f"python{sys.version_info.major}.{sys.version_info.minor}",
-                          path="/usr/bin:/usr/local/bin")
-    if python is None:
-        pytest.fail("no system Python of this version to run sqew as another user")
-    return [python, "-c", "import sys; from sqew.cli import main; sys.argv[0] = 'sqew'; main()"]
-
-
 def run_as_reader(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    argv = _reader()
-    assert argv is not None
-    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
-    kwargs: dict[str, object] = {}
-    if os.geteuid() == 0:
-        nobody = pwd.getpwnam("nobody")
-        # The checkout and the installed packages, readable by everyone (never /root/...).
-        env["PYTHONPATH"] = os.pathsep.join(
-            [str(Path(sqew.__file__).resolve().parents[1]), sysconfig.get_paths()["purelib"]])
-        env["HOME"] = "/nonexistent"
-        kwargs = {"user": nobody.pw_uid, "group": nobody.pw_gid, "extra_groups": []}
-    return subprocess.run([*argv, *args], capture_output=True, text=True, cwd=cwd, env=env,
-                          timeout=60, check=False, **kwargs)  # type: ignore[call-overload]
+    """``sqew`` as a user who may not write this test's files (``tests/another_user.py``:
+    ``nobody`` when the suite runs as root, whom file modes do not stop)."""
+    reader = another_user.reader()
+    if isinstance(reader, str):
+        pytest.fail(reader)
+    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", **reader.env}
+    return subprocess.run(  # type: ignore[call-overload, no-any-return]
+        [*reader.sqew, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=60,
+        check=False, **reader.popen())
 
 
 @pytest.fixture

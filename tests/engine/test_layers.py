@@ -8,7 +8,10 @@ What it states, encoded here:
 - ``errors`` and ``models`` are the bottom layer: they import no sqew module but each other.
 - ``client ← cli``: the CLI reaches the engine through a Client, never ``sqew.core`` or
   ``sqew.backends`` directly (transports are thin).
+- ``client ← worker``: the Worker reaches the engine through a Client only, as the CLI does.
 - ``core ← server``: the server never imports the CLI.
+- ``core ← sqs ← server``: the SQS adapter calls the core and imports no web framework, no
+  backend; nothing below the server imports it.
 - "The CLI imports ``server`` only inside ``serve``": only ``sqew/cli/serve.py`` imports
   ``sqew.server``, and only inside a function (so ``sqew --help`` never loads the web stack).
 - ``telemetry`` (traces) is used by the core, the clients and the server alike, so it sits just
@@ -147,6 +150,20 @@ def test_telemetry_sits_on_models_and_the_engine_uses_only_the_opentelemetry_api
 
 def test_the_cli_reaches_the_engine_only_through_a_client() -> None:
     assert violations(sources("cli"), ("sqew.core", "sqew.backends")) == []
+
+
+def test_the_worker_reaches_the_engine_only_through_a_client() -> None:
+    # client <- worker: like the CLI, it works the same on a file, PostgreSQL or a server.
+    assert sources("worker")
+    forbidden = ("sqew.core", "sqew.backends", "sqew.server", "sqew.cli", "litestar", "typer")
+    assert violations(sources("worker"), forbidden) == []
+
+
+def test_the_sqs_adapter_sits_on_the_core_and_knows_no_web_framework() -> None:
+    # sqew/sqs speaks AWS words over QueueService; only the server's route imports it.
+    assert sources("sqs")
+    assert violations(sources("sqs"), (*ENGINE_FORBIDDEN, "sqew.backends")) == []
+    assert violations(sources("core", "backends", "cli", "client"), ("sqew.sqs",)) == []
 
 
 def test_the_server_never_imports_the_cli() -> None:

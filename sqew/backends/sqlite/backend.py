@@ -17,7 +17,7 @@ from pathlib import Path
 
 from sqew import errors
 from sqew.backends.base import Backend, Lead, Tx, Waiter, WriteSession
-from sqew.backends.errors import driver_errors, translate
+from sqew.backends.errors import driver_errors, is_read_only, translate
 from sqew.backends.revisions import SCHEMA_HEAD, check_known
 from sqew.backends.sqlite import connection, lockfile
 from sqew.backends.sqlite.session import SqliteWriteSession
@@ -147,16 +147,51 @@ class SqliteBackend(Backend):
             raise errors.Unavailable(
                 f"the database '{self.path}' is read-only here: this user may read it, not "
                 "write it")
-        return self._transaction("BEGIN IMMEDIATE")
+        return self._transaction("BEGIN IMMEDIATE")  # (begun by ``_begun``)
 
     def read(self) -> AbstractContextManager[Tx]:
         return self._transaction("BEGIN")
 
+    def _forget(self, conn: sqlite3.Connection) -> None:
+        """Close this thread's connection ``conn``: its next call opens a new one."""
+        self._local.conn = None
+        with self._lock:
+            if conn in self._all:
+                self._all.remove(conn)
+        with contextlib.suppress(sqlite3.Error):
+            conn.close()
+
+    def _begun(self, begin: str) -> sqlite3.Connection:
+        """This thread's connection, its transaction begun with ``begin``.
+
+        SQLite opens a file it may not write (``chmod a-w``, a read-only directory) read-only
+        without a word, and the connection stays read-only for good, whatever becomes of the
+        file's modes. So a write whose connection says it may not write is tried once more on
+        a new connection: refused again while the file is read-only, done once it is not.
+        """
+        conn = self._conn()
+        if begin == "BEGIN":
+            conn.execute(begin)
+            return conn
+        try:
+            connection.begin_write(conn)
+        except sqlite3.Error as exc:
+            if not is_read_only(exc):
+                raise
+            self._forget(conn)
+            conn = self._conn()
+            try:
+                connection.begin_write(conn)
+            except sqlite3.Error as again:
+                if is_read_only(again):
+                    raise connection.still_read_only(self.path) from again
+                raise
+        return conn
+
     @contextmanager
     def _transaction(self, begin: str) -> Iterator[Tx]:
-        conn = self._conn()
         with driver_errors():
-            conn.execute(begin)
+            conn = self._begun(begin)
             try:
                 yield SqliteTx(conn)
                 conn.execute("COMMIT")

@@ -78,6 +78,11 @@ class Checkpointer:
                 except Exception:  # keep the thread: the next commit retries
                     log.warning("checkpointing the WAL failed; retrying after the next commit",
                                 exc_info=True)
+                    # On a new connection: this one may be one SQLite opened read-only (the
+                    # file was, then), which never checkpoints.
+                    if conn is not None:
+                        conn.close()
+                        conn = None
         finally:
             if conn is not None:
                 conn.close()

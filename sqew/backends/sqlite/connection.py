@@ -80,6 +80,44 @@ def connect(
     return conn
 
 
+WRITE_CHECK = "UPDATE alembic_version SET version_num = version_num WHERE 0"
+"""A write statement that changes nothing (``begin_write``)."""
+
+
+def begin_write(conn: sqlite3.Connection) -> None:
+    """``BEGIN IMMEDIATE``, on a connection that can write: else ``SQLITE_READONLY``, nothing
+    left open.
+
+    SQLite opens a file it may not write (``chmod a-w``, a read-only directory) read-only
+    without a word, and there ``BEGIN IMMEDIATE`` begins a read transaction. A write statement
+    that changes nothing says ``SQLITE_READONLY`` at once instead (under the write lock just
+    taken, it costs a microsecond), before any of the transaction's work."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(WRITE_CHECK)
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def still_read_only(path: Path) -> errors.Unavailable:
+    """Why a new connection of this process still may not write ``path``.
+
+    Either the database is read-only for this process (the file, its ``-wal`` or ``-shm``, or
+    their directory), or it is not any more but this process opened its ``-shm`` while it
+    was: SQLite maps a process's ``-shm`` once for all its connections, and a read-only
+    mapping stays so until every connection of the process to the database is closed."""
+    others = [path.with_name(path.name + s) for s in ("-wal", "-shm")]
+    writable = all(os.access(p, os.W_OK) for p in [path, path.parent, *others]
+                   if p.exists())
+    if not writable:
+        return errors.Unavailable("the database is read-only")
+    return errors.Unavailable(
+        f"the database '{path}' may be written again, but this process opened its -shm "
+        "while it was read-only, and SQLite keeps it so while the process has the database "
+        "open: restart the process")
+
+
 WAL_GONE_TRIES = 5
 """How often a missing ``-wal`` is looked at again before the open is refused: a process
 closing the database's last connection deletes its ``-wal`` a moment before it lets go of its

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from sqew import errors
 from sqew.backends.base import Offload, WriteSession
-from sqew.backends.errors import driver_errors, is_busy
+from sqew.backends.errors import driver_errors, is_busy, is_read_only
 from sqew.backends.sqlite import connection
 from sqew.backends.sqlite.checkpoint import WAL_BOUND_PAGES, Checkpointer
 from sqew.backends.sqlite.lockfile import LockFile, lock_path
@@ -34,14 +34,12 @@ class SqliteWriteSession(WriteSession):
     def __init__(
         self, path: Path, connect: Callable[[], sqlite3.Connection], *, durable: bool
     ) -> None:
-        self._conn = conn = connect()
+        self._path = path
+        self._connect = connect
+        self._conn = conn = self._open()
         self.tx = SqliteTx(conn, fold_wakeups=False)  # one object for every transaction
         self.commit_waits = durable
         try:
-            conn.execute("PRAGMA busy_timeout=0")  # try_begin never waits; begin sets it back
-            # The checkpointer's thread checkpoints; SQLite's own, in a commit, only if the WAL
-            # ever grows far past the thread's bound (the thread stopped: a safety net).
-            conn.execute(f"PRAGMA wal_autocheckpoint={10 * WAL_BOUND_PAGES}")
             self._lock = LockFile(path)
         except OSError as exc:
             conn.close()
@@ -53,6 +51,45 @@ class SqliteWriteSession(WriteSession):
             raise
         self._closed = False
         self._checkpointer = Checkpointer(path, connect)
+
+    def _open(self) -> sqlite3.Connection:
+        conn = self._connect()
+        try:
+            conn.execute("PRAGMA busy_timeout=0")  # try_begin never waits; begin sets it back
+            # The checkpointer's thread checkpoints; SQLite's own, in a commit, only if the WAL
+            # ever grows far past the thread's bound (the thread stopped: a safety net).
+            conn.execute(f"PRAGMA wal_autocheckpoint={10 * WAL_BOUND_PAGES}")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _begin(self, wait_ms: int) -> None:
+        """``BEGIN IMMEDIATE``, waiting up to ``wait_ms`` for SQLite's lock.
+
+        A connection SQLite opened read-only (the file could not be written at the time:
+        ``chmod a-w``, a read-only directory) stays read-only for good: when it says it may
+        not write, the session opens a new one and begins again, which writes if the file may
+        be written now (else it is refused again)."""
+        for last in (False, True):
+            conn = self._conn
+            if wait_ms:
+                conn.execute(f"PRAGMA busy_timeout={wait_ms}")
+            try:
+                connection.begin_write(conn)
+                return
+            except sqlite3.Error as exc:
+                if not is_read_only(exc):
+                    raise
+                if last:
+                    raise connection.still_read_only(self._path) from exc
+            finally:
+                if wait_ms:
+                    conn.execute("PRAGMA busy_timeout=0")
+            self._conn = self._open()
+            self.tx = SqliteTx(self._conn, fold_wakeups=False)
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
 
     async def begin(self, offload: Offload) -> None:
         """Take the write lock now if it is free; else wait for it through ``offload``."""
@@ -82,7 +119,7 @@ class SqliteWriteSession(WriteSession):
         if not self._lock.acquire(wait=False):
             return False
         try:
-            self._conn.execute("BEGIN IMMEDIATE")
+            self._begin(0)
         except BaseException as exc:
             self._lock.release()
             if is_busy(exc):
@@ -96,11 +133,7 @@ class SqliteWriteSession(WriteSession):
         self._lock.acquire(wait=True)
         try:
             with driver_errors():
-                self._conn.execute(f"PRAGMA busy_timeout={connection.BUSY_TIMEOUT_MS}")
-                try:
-                    self._conn.execute("BEGIN IMMEDIATE")
-                finally:
-                    self._conn.execute("PRAGMA busy_timeout=0")
+                self._begin(connection.BUSY_TIMEOUT_MS)
         except BaseException:
             self._lock.release()
             raise

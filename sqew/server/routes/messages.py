@@ -247,9 +247,10 @@ async def ack(request: Req, q: wire.QueuePath) -> ASGIApp:
 @post("/queues/{q:str}/nack", operation_id="nack", status_code=200,
       opt={"access": "consume",
            "body": models.NackIn | models.NackBatchIn, "returns": models.ResultList},
-      summary="Release leases for a retry")
+      summary="Release leases for a retry, or dead-letter them")
 async def nack(request: Req, q: wire.QueuePath) -> ASGIApp:
-    """Nack ``{"id", "token", "delay_ms"?, "error"?}`` or ``{"nacks": [...]}``."""
+    """Nack ``{"id", "token", "delay_ms"?, "error"?, "dead_letter"?}`` or ``{"nacks": [...]}``
+    (``dead_letter``: to the DLQ at once)."""
     rt = runtime(request)
     body = await wire.read_body(request, rt.settings.max_body_bytes)
     if _NACKS.match(body):

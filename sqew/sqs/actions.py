@@ -1,0 +1,142 @@
+"""SQS actions, one function per action, each calling ``QueueService`` (docs/sqs.md).
+
+``ACTIONS`` maps an action's name to its function; ``run`` checks the input against the service
+model and runs it. The queue actions are here; the message actions in ``sqew.sqs.messaging``.
+An action of the model that sqew does not implement yet answers ``UnsupportedOperation``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from sqew import errors, models
+from sqew.sqs import attributes, batches, inputs, messaging
+from sqew.sqs.errors import SqsError, from_sqew, invalid
+from sqew.sqs.urls import Context, is_name, queue_name
+
+Params = dict[str, Any]
+Action = Callable[[Context, Params], Awaitable[Params]]
+
+_SQS_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
+MAX_LIST = 1000
+
+
+async def run(ctx: Context, action: str, params: Any) -> Params:
+    """Run ``action`` with ``params`` (the decoded request body).
+
+    Raises:
+        SqsError: the answer to anything wrong, sqew's own errors translated.
+    """
+    checked = inputs.check_input(action, params)
+    fn = ACTIONS.get(action)
+    if fn is None:
+        raise SqsError("UnsupportedOperation", f"The action {action} is not supported yet.")
+    try:
+        return await fn(ctx, checked)
+    except errors.SqewError as exc:
+        raise from_sqew(exc) from exc
+
+
+async def create_queue(ctx: Context, p: Params) -> Params:
+    """CreateQueue: a new queue (and its DLQ) with the settings its attributes ask; an
+    existing queue's URL when it has the same attributes, else ``QueueNameExists``."""
+    name: str = p["QueueName"]
+    given: dict[str, str] = p.get("Attributes", {})
+    if name.endswith(".fifo") or given.get("FifoQueue", "false").lower() != "false":
+        raise SqsError("UnsupportedOperation", "FIFO queues are not supported yet.")
+    if not _SQS_NAME.fullmatch(name):
+        raise invalid("Can only include alphanumeric characters, hyphens, or underscores. "
+                      "1 to 80 in length")
+    if not is_name(name):
+        raise invalid(f"Queue name {name} is invalid: a sqew queue's name starts with a "
+                      "letter or a digit")
+    if p.get("tags"):
+        raise SqsError("UnsupportedOperation", "Queue tags are not supported yet.")
+    settings = attributes.to_settings(ctx, name, given)
+    try:
+        await ctx.service.create_queue(models.QueueCreate(name=name, **settings))
+    except errors.QueueExists:
+        queue = await ctx.service.get_queue(name)
+        if not attributes.same(ctx, queue, given):
+            raise SqsError("QueueNameExists", f"A queue already exists with the same name "
+                           f"({name}) and a different value for an attribute.") from None
+    return {"QueueUrl": ctx.queue_url(name)}
+
+
+async def get_queue_url(ctx: Context, p: Params) -> Params:
+    """GetQueueUrl: the URL of an existing queue."""
+    name: str = p["QueueName"]
+    if not is_name(name):
+        raise SqsError("QueueDoesNotExist", "The specified queue does not exist.")
+    await ctx.service.get_queue(name)
+    return {"QueueUrl": ctx.queue_url(name)}
+
+
+async def list_queues(ctx: Context, p: Params) -> Params:
+    """ListQueues: URLs of the queues (DLQs too) by name, after ``QueueNamePrefix``; pages
+    of ``MaxResults`` (1-1000) with a ``NextToken`` when there are more."""
+    prefix: str = p.get("QueueNamePrefix", "")
+    most: int | None = p.get("MaxResults")
+    if most is not None and not 1 <= most <= MAX_LIST:
+        raise invalid(f"Value {most} for parameter MaxResults is invalid. Reason: MaxResults "
+                      f"must be an integer between 1 and {MAX_LIST}.")
+    after = _token_name(p["NextToken"]) if "NextToken" in p else None
+    names = sorted(q.name for q in await ctx.service.list_queues()
+                   if q.name.startswith(prefix) and (after is None or q.name > after))
+    page = names[: most or MAX_LIST]
+    out: Params = {"QueueUrls": [ctx.queue_url(n) for n in page]} if page else {}
+    if most is not None and len(names) > len(page):
+        out["NextToken"] = base64.urlsafe_b64encode(page[-1].encode()).decode()
+    return out
+
+
+def _token_name(token: str) -> str:
+    try:
+        return base64.urlsafe_b64decode(token.encode("ascii")).decode()
+    except (ValueError, UnicodeError, binascii.Error):
+        raise invalid("Invalid NextToken value.") from None
+
+
+async def delete_queue(ctx: Context, p: Params) -> Params:
+    """DeleteQueue: the queue, its DLQ and their messages."""
+    await ctx.service.delete_queue(queue_name(p["QueueUrl"]))
+    return {}
+
+
+async def get_queue_attributes(ctx: Context, p: Params) -> Params:
+    """GetQueueAttributes: the attributes named (``All``: every one)."""
+    queue = await ctx.service.get_queue(queue_name(p["QueueUrl"]))
+    got = attributes.read(ctx, queue, p.get("AttributeNames", []))
+    return {"Attributes": got} if got else {}
+
+
+async def set_queue_attributes(ctx: Context, p: Params) -> Params:
+    """SetQueueAttributes: the settings the attributes map to (``sqew.sqs.attributes``)."""
+    name = queue_name(p["QueueUrl"])
+    settings = attributes.to_settings(ctx, name, p["Attributes"])
+    await ctx.service.update_queue(name, models.QueueSettings(**settings))
+    return {}
+
+
+async def purge_queue(ctx: Context, p: Params) -> Params:
+    """PurgeQueue: every message of the queue (not of its DLQ)."""
+    await ctx.service.purge(queue_name(p["QueueUrl"]))
+    return {}
+
+
+ACTIONS: dict[str, Action] = {
+    "CreateQueue": create_queue,
+    "GetQueueUrl": get_queue_url,
+    "ListQueues": list_queues,
+    "DeleteQueue": delete_queue,
+    "GetQueueAttributes": get_queue_attributes,
+    "SetQueueAttributes": set_queue_attributes,
+    "PurgeQueue": purge_queue,
+    **messaging.ACTIONS,
+    **batches.ACTIONS,
+}
+"""The actions sqew implements, by name (the rest of the model's: ``UnsupportedOperation``)."""

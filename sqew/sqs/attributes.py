@@ -1,0 +1,153 @@
+"""Queue attributes ↔ sqew's queue settings (docs/sqs.md, "Queue attributes").
+
+| attribute | setting |
+|---|---|
+| VisibilityTimeout (s) | ``visibility_ms`` |
+| MessageRetentionPeriod (s) | ``retention_ms`` |
+| MaximumMessageSize (bytes) | ``max_payload_bytes`` |
+| RedrivePolicy ``maxReceiveCount`` | ``max_attempts``, into the queue's ``<name>.dlq`` |
+| DelaySeconds, ReceiveMessageWaitTimeSeconds | 0 (sqew keeps no queue-level default) |
+
+Read-only: ``QueueArn``, the ``ApproximateNumberOf…`` counters (ready, leased, delayed),
+``CreatedTimestamp`` and ``LastModifiedTimestamp`` (epoch seconds). Attribute names outside
+the service model's enum are refused before this module sees them (``InvalidAttributeName``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from sqew import models
+from sqew.core import rules
+from sqew.sqs.errors import SqsError
+from sqew.sqs.urls import Context
+
+RANGES: dict[str, tuple[int, int]] = {
+    "VisibilityTimeout": (0, 43_200),
+    "MaximumMessageSize": (1_024, 1_048_576),
+    "MessageRetentionPeriod": (60, 1_209_600),
+    "DelaySeconds": (0, 900),
+    "ReceiveMessageWaitTimeSeconds": (0, 20),
+}
+"""The ranges AWS documents for the integer attributes."""
+READ_ONLY = frozenset({
+    "All", "QueueArn", "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
+    "ApproximateNumberOfMessagesDelayed", "CreatedTimestamp", "LastModifiedTimestamp",
+})
+NOT_YET = frozenset({
+    "Policy", "KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds", "SqsManagedSseEnabled",
+    "RedriveAllowPolicy", "ContentBasedDeduplication", "DeduplicationScope",
+    "FifoThroughputLimit",
+})
+"""Attributes of AWS's model that sqew does not implement yet (docs/sqs.md, "Roadmap")."""
+ZERO_ONLY = ("DelaySeconds", "ReceiveMessageWaitTimeSeconds")
+
+
+def read(ctx: Context, queue: models.Queue, names: list[str]) -> dict[str, str]:
+    """The attributes ``names`` (``All``: every one) of ``queue`` (fetched with its stats)."""
+    stats = queue.stats
+    assert not isinstance(stats, msgspec.UnsetType)  # (QueueService.get_queue reads them)
+    every = {
+        "QueueArn": ctx.arn(queue.name),
+        "ApproximateNumberOfMessages": str(stats.ready),
+        "ApproximateNumberOfMessagesNotVisible": str(stats.leased),
+        "ApproximateNumberOfMessagesDelayed": str(stats.delayed),
+        "CreatedTimestamp": str(queue.created_at // 1000),
+        "LastModifiedTimestamp": str(queue.created_at // 1000),
+        "VisibilityTimeout": str(queue.visibility_ms // 1000),
+        "MaximumMessageSize": str(queue.max_payload_bytes),
+        "MessageRetentionPeriod": str(queue.retention_ms // 1000),
+        "DelaySeconds": "0",
+        "ReceiveMessageWaitTimeSeconds": "0",
+    }
+    if queue.dlq is not None:
+        every["RedrivePolicy"] = msgspec.json.encode({
+            "deadLetterTargetArn": ctx.arn(queue.dlq), "maxReceiveCount": queue.max_attempts,
+        }).decode()
+    if "All" in names:
+        return every
+    return {name: every[name] for name in names if name in every}
+
+
+def to_settings(ctx: Context, queue: str, given: dict[str, str]) -> dict[str, Any]:
+    """The settings (``models.QueueSettings`` fields) that attributes ``given`` ask of queue
+    ``queue``.
+
+    Raises:
+        SqsError: ``InvalidAttributeName`` (a read-only attribute), ``InvalidAttributeValue``
+            (a value out of its range or malformed), ``UnsupportedOperation`` (an attribute
+            sqew does not implement yet, FIFO).
+    """
+    fields: dict[str, Any] = {}
+    for name, value in given.items():
+        if name in READ_ONLY:
+            raise SqsError("InvalidAttributeName", f"Unknown Attribute {name}.")
+        if name == "FifoQueue":
+            if value.lower() != "false":
+                raise SqsError("UnsupportedOperation", "FIFO queues are not supported yet.")
+        elif name in NOT_YET:
+            raise SqsError("UnsupportedOperation", f"The attribute {name} is not supported yet.")
+        elif name == "RedrivePolicy":
+            fields["max_attempts"] = _redrive(ctx, queue, value)
+        else:
+            seconds = _integer(name, value)
+            if name == "VisibilityTimeout":
+                fields["visibility_ms"] = seconds * 1000
+            elif name == "MessageRetentionPeriod":
+                fields["retention_ms"] = seconds * 1000
+            elif name == "MaximumMessageSize":
+                fields["max_payload_bytes"] = seconds
+            elif seconds != 0:  # ZERO_ONLY
+                raise _bad(name, "sqew keeps no queue-level default for it yet: give it per "
+                           "message (DelaySeconds) or per receive (WaitTimeSeconds)")
+    return fields
+
+
+def same(ctx: Context, queue: models.Queue, given: dict[str, str]) -> bool:
+    """Whether ``queue`` has the attributes ``given`` (an existing queue's CreateQueue)."""
+    current = read(ctx, queue, ["All"])
+    for name, value in given.items():
+        if name == "FifoQueue":
+            continue  # ("false": to_settings refused anything else)
+        if name == "RedrivePolicy":
+            if rules.is_dlq(queue.name) or _redrive(ctx, queue.name, value) != queue.max_attempts:
+                return False
+        elif current.get(name) != str(_integer(name, value)):
+            return False
+    return True
+
+
+def _integer(name: str, value: str) -> int:
+    low, high = RANGES[name]
+    if not value.strip().lstrip("-").isdigit() or not low <= int(value) <= high:
+        raise _bad(name, f"it must be an integer from {low} to {high}")
+    return int(value)
+
+
+def _redrive(ctx: Context, queue: str, value: str) -> int:
+    """``maxReceiveCount`` of a RedrivePolicy, whose target must be the queue's DLQ."""
+    if rules.is_dlq(queue):
+        raise _bad("RedrivePolicy", "a dead-letter queue has no dead-letter queue of its own")
+    try:
+        policy = msgspec.json.decode(value)
+    except msgspec.DecodeError:
+        policy = None
+    if not isinstance(policy, dict) or set(policy) - {"deadLetterTargetArn", "maxReceiveCount"}:
+        raise _bad("RedrivePolicy", "it must be a JSON object of deadLetterTargetArn and "
+                   "maxReceiveCount")
+    count = policy.get("maxReceiveCount")
+    if isinstance(count, str) and count.isdigit():
+        count = int(count)
+    if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= 1000:
+        raise _bad("RedrivePolicy", "maxReceiveCount must be an integer from 1 to 1000")
+    target = policy.get("deadLetterTargetArn")
+    if target is not None and ctx.name_of_arn(str(target)) != rules.dlq_name(queue):
+        raise _bad("RedrivePolicy", f"a queue's dead-letter queue is {rules.dlq_name(queue)} "
+                   f"({ctx.arn(rules.dlq_name(queue))}); other targets are not supported yet")
+    return count
+
+
+def _bad(name: str, why: str) -> SqsError:
+    return SqsError("InvalidAttributeValue", f"Invalid value for the parameter {name}: {why}.")

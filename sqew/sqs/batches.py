@@ -1,0 +1,138 @@
+"""The batch actions: SendMessageBatch, DeleteMessageBatch, ChangeMessageVisibilityBatch.
+
+A batch holds 1 to 10 entries with distinct ids of 1-80 characters of ``A-Z a-z 0-9 _ -``
+(else the whole request fails: ``EmptyBatchRequest``, ``TooManyEntriesInBatchRequest``,
+``BatchEntryIdsNotDistinct``, ``InvalidBatchEntryId``); a send batch's messages total at most
+256 KiB (``BatchRequestTooLong``). An entry that is wrong on its own fails alone, in
+``Failed``, and the others go on: a send batch's valid messages are enqueued together.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from sqew import models
+from sqew.sqs import envelope, handles, messaging
+from sqew.sqs.errors import SqsError, invalid
+from sqew.sqs.urls import Context, queue_name
+
+Params = dict[str, Any]
+MAX_ENTRIES = 10
+MAX_BATCH_BYTES = 262_144
+_ENTRY_ID = re.compile(r"[A-Za-z0-9_-]{1,80}")
+
+
+def entries(p: Params, kind: str) -> list[Params]:
+    """A batch's entries, checked as a whole (see the module's docstring).
+
+    Raises:
+        SqsError: the batch's error.
+    """
+    got: list[Params] = p["Entries"]
+    if not got:
+        raise SqsError("EmptyBatchRequest",
+                       f"There should be at least one {kind}RequestEntry in the request.")
+    if len(got) > MAX_ENTRIES:
+        raise SqsError("TooManyEntriesInBatchRequest",
+                       f"Maximum number of entries per request are {MAX_ENTRIES}. You have "
+                       f"sent {len(got)}.")
+    seen: set[str] = set()
+    for entry in got:
+        if not _ENTRY_ID.fullmatch(entry["Id"]):
+            raise SqsError("InvalidBatchEntryId",
+                           "A batch entry id can only contain alphanumeric characters, hyphens "
+                           "and underscores. It can be at most 80 letters long.")
+        if entry["Id"] in seen:
+            raise SqsError("BatchEntryIdsNotDistinct", f"Id {entry['Id']} repeated.")
+        seen.add(entry["Id"])
+    return got
+
+
+def failed(entry_id: str, exc: SqsError) -> Params:
+    """A ``Failed`` entry."""
+    return {"Id": entry_id, "SenderFault": exc.sender, "Code": exc.code, "Message": exc.message}
+
+
+async def send_message_batch(ctx: Context, p: Params) -> Params:
+    """SendMessageBatch: the valid entries enqueued together, the others failed."""
+    name = queue_name(p["QueueUrl"])
+    ok: list[tuple[str, envelope.Parts, models.MessageIn]] = []
+    bad: list[Params] = []
+    total = 0
+    for entry in entries(p, "SendMessageBatch"):
+        try:
+            parts, size = messaging.parts_of(entry)
+            message = envelope.to_message(parts, messaging.delay_ms(entry),
+                                          ctx.max_json_depth)
+        except SqsError as exc:
+            bad.append(failed(entry["Id"], exc))
+            continue
+        total += size
+        ok.append((entry["Id"], parts, message))
+    if total > MAX_BATCH_BYTES:
+        raise SqsError("BatchRequestTooLong", f"Batch requests cannot be longer than "
+                       f"{MAX_BATCH_BYTES} bytes. You have sent {total} bytes.")
+    if ok:
+        # Refused one by one rather than failing the batch: the queue's payload limit.
+        limit = (await ctx.service.get_queue(name)).max_payload_bytes
+        fits = [e for e in ok if len(bytes(e[2].payload)) <= limit]
+        bad += [failed(e[0], invalid(f"One or more parameters are invalid. Reason: Message "
+                                     f"must be shorter than {limit} bytes."))
+                for e in ok if e not in fits]
+        ok = fits
+    results = await ctx.service.enqueue(
+        name, [m for *_, m in ok], messaging.UNSIGNED) if ok else []
+    done = [{"Id": entry_id, **messaging.sent(parts, r.message_id)}
+            for (entry_id, parts, _), r in zip(ok, results, strict=True)]
+    return {"Successful": done, "Failed": bad}
+
+
+async def delete_message_batch(ctx: Context, p: Params) -> Params:
+    """DeleteMessageBatch: each entry's message acked (a stale handle succeeds, as on SQS)."""
+    name = queue_name(p["QueueUrl"])
+    held: list[tuple[str, handles.Handle]] = []
+    bad: list[Params] = []
+    for entry in entries(p, "DeleteMessageBatch"):
+        try:
+            held.append((entry["Id"], handles.read(entry["ReceiptHandle"], name)))
+        except SqsError as exc:
+            bad.append(failed(entry["Id"], exc))
+    if held:
+        await ctx.service.ack(name, [(h.id, h.token) for _, h in held])
+    return {"Successful": [{"Id": i} for i, _ in held], "Failed": bad}
+
+
+async def change_message_visibility_batch(ctx: Context, p: Params) -> Params:
+    """ChangeMessageVisibilityBatch: each entry's lease extended, or its entry failed."""
+    name = queue_name(p["QueueUrl"])
+    items: list[tuple[str, str, handles.Handle, int]] = []
+    bad: list[Params] = []
+    for entry in entries(p, "ChangeMessageVisibilityBatch"):
+        try:
+            handle = handles.read(entry["ReceiptHandle"], name)
+            ms = messaging.seconds(entry, "VisibilityTimeout", 0, messaging.MAX_VISIBILITY_S,
+                                   0) * 1000
+        except SqsError as exc:
+            bad.append(failed(entry["Id"], exc))
+            continue
+        items.append((entry["Id"], entry["ReceiptHandle"], handle, ms))
+    results = await ctx.service.extend_leases(
+        name, [(h.id, h.token, ms) for *_, h, ms in items]) if items else []
+    done = []
+    for (entry_id, text, _, _), result in zip(items, results, strict=True):
+        try:
+            messaging.raise_for(result.status, text)
+            done.append({"Id": entry_id})
+        except SqsError as exc:
+            bad.append(failed(entry_id, exc))
+    return {"Successful": done, "Failed": bad}
+
+
+Action = Callable[[Context, Params], Awaitable[Params]]
+ACTIONS: dict[str, Action] = {
+    "SendMessageBatch": send_message_batch,
+    "DeleteMessageBatch": delete_message_batch,
+    "ChangeMessageVisibilityBatch": change_message_visibility_batch,
+}

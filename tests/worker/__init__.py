@@ -1,0 +1,1 @@
+"""The Worker (docs/consumers.md) through its public API, on every target."""
