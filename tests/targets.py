@@ -275,9 +275,8 @@ TARGETS: tuple[TargetSpec, ...] = (
 
 # --- the in-process server ---------------------------------------------------------------------
 class ServerThread:
-    """A real uvicorn server of ``create_app(settings, clock=clock)`` on 127.0.0.1 and a free
-    port, served by this process's serving thread (``_serving_loop``). Real HTTP; the
-    service reads the test's clock.
+    """A real uvicorn server of ``create_app(settings, clock=clock)`` in a thread, on 127.0.0.1
+    and a free port. Real HTTP; the service reads the test's clock.
 
     Args:
         settings: the server's settings.
@@ -299,11 +298,13 @@ class ServerThread:
         self.sock = runner.bind("127.0.0.1", 0)
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         self.server = _PromptServer(runner.uvicorn_config(settings, app=self.app))
-        self.serving = asyncio.run_coroutine_threadsafe(
-            self.server.serve(sockets=[self.sock]), _serving_loop(self.server.config))
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True
+        )
+        self.thread.start()
         deadline = time.monotonic() + SERVER_START_S
         while not self.server.started:
-            if self.serving.done() or time.monotonic() > deadline:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError("the test server did not start")
             time.sleep(0.005)
@@ -311,31 +312,8 @@ class ServerThread:
     def stop(self) -> None:
         """Stop serving (graceful: running requests finish) and close the socket."""
         self.server.exit_now()
-        with contextlib.suppress(Exception):  # a server that failed to start: said already
-            self.serving.result(SERVER_START_S)
+        self.thread.join(SERVER_START_S)
         self.sock.close()
-
-
-_loops: list[asyncio.AbstractEventLoop] = []
-_loops_mutex = threading.Lock()
-
-
-def _serving_loop(config: uvicorn.Config) -> asyncio.AbstractEventLoop:
-    """The event loop every test server of this process runs on, in a thread of its own,
-    of the kind uvicorn picks for ``config`` (uvloop where installed), as ``sqew serve``'s.
-
-    One loop for all: servers of consecutive tests overlap (one stops while the next
-    serves), and event loops of one process must not overlap: an object of one loop freed
-    by a garbage collection in another loop's thread can crash the process. (Made once,
-    with the first server's ``config``: the loop's kind is the same for every server.)
-    """
-    with _loops_mutex:
-        if not _loops:
-            factory = config.get_loop_factory()
-            _loops.append(factory() if factory is not None else asyncio.new_event_loop())
-            threading.Thread(target=_loops[0].run_forever, name="test-servers",
-                             daemon=True).start()
-        return _loops[0]
 
 
 class _PromptServer(uvicorn.Server):
