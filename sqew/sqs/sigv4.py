@@ -77,12 +77,6 @@ def mismatch(message: str | None = None) -> SqsError:
         "Check your AWS Secret Access Key and signing method."), status=403)
 
 
-def is_signed(req: Request) -> bool:
-    """Whether the request carries a signature at all (a header, or a presigned query)."""
-    return (any(k == b"authorization" for k, _ in req.headers)
-            or any(k == _QUERY for k, _ in _params(req.query)))
-
-
 def signed_request(req: Request, region: str, now: datetime) -> Signed:
     """What ``req`` claims, checked for form, scope (``region``, ``sqs``) and time.
 
