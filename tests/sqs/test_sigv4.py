@@ -98,6 +98,16 @@ class _SignedAt(SigV4Auth):
         return got
 
 
+class _PresignedAt(SigV4QueryAuth):
+    """botocore's presigner, at a time of the test's choosing."""
+
+    def __init__(self, creds: Credentials, when: dt.datetime, expires: int) -> None:
+        super().__init__(creds, "sqs", REGION, expires=expires)
+        self.when = when
+
+    add_auth = _SignedAt.add_auth
+
+
 def list_queues_request(url: str, body: bytes = b"{}") -> AWSRequest:
     return AWSRequest(method="POST", url=url + "/", data=body, headers={
         "X-Amz-Target": "AmazonSQS.ListQueues",
@@ -192,6 +202,14 @@ def test_presigned_urls(rest: sqew.Client, server: ServerThread) -> None:
             "X-Amz-Target": "AmazonSQS.ListQueues",
             "Content-Type": "application/x-amz-json-1.0"})
         assert r.json()["__type"].endswith("#SignatureDoesNotMatch")
+        now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+        late = list_queues_request(server.url)
+        _PresignedAt(creds, now - dt.timedelta(seconds=120), expires=60).add_auth(late)
+        r = send(late)
+        assert (r.status_code, r.json()["__type"]) == (400, "com.amazonaws.sqs#RequestExpired")
+        still = list_queues_request(server.url)  # signed long ago, valid for longer still
+        _PresignedAt(creds, now - dt.timedelta(hours=1), expires=7200).add_auth(still)
+        assert send(still).status_code == 200
     finally:
         rest.delete_queue("presigned")
 
@@ -220,6 +238,10 @@ def test_scopes_and_queue_bindings_apply_as_on_rest(
         for call in denied:
             assert code_of(call) == ("AccessDenied", 403)
         assert rest.stats("bound-b").ready == 0
+        rest.delete_queue("bound-a")  # and with it the keys bound to it
+        rest.create_queue("bound-a")  # a new queue of the name is not theirs
+        assert code_of(lambda: sqs.send_message(QueueUrl=url_a, MessageBody="no")) == (
+            "InvalidClientTokenId", 403)
     finally:
         rest.delete_queue("bound-a")
         rest.delete_queue("bound-b")
