@@ -23,6 +23,7 @@ app = typer.Typer(
 )
 
 STORE_IT_NOW = "store this key now: it is never shown again (sqew keeps only its hash)"
+STORE_IT_NOW_SQS = "store this secret now: it is never shown again"
 
 
 @app.command("create")
@@ -37,6 +38,9 @@ def create(
     queue: Annotated[str | None, typer.Option(
         "--queue", "-q", metavar="NAME",
         help="Bind the key to this queue (and its DLQ); default: every queue.")] = None,
+    sqs: Annotated[bool, typer.Option(
+        "--sqs", help="An SQS access key (access key id and secret, for AWS SDKs' SigV4 "
+                      "signatures) instead of a bearer key.")] = False,
 ) -> None:
     """Mint an API key and print it, once: store it now, it is never shown again.
 
@@ -44,23 +48,30 @@ def create(
     reminder to store it to stderr, so the key can be captured. Only its hash is stored.
     Scopes: produce (enqueue), consume (poll, ack, nack, extend-lease, peek, get), admin
     (everything, keys included). On --db this needs no key: it mints the first admin key.
+    With --sqs it mints an SQS access key for the SQS endpoint instead and prints
+    AWS_ACCESS_KEY_ID=… and AWS_SECRET_ACCESS_KEY=… lines (with --json: "id" and "key"); its
+    secret is stored as it is, as SigV4 needs it.
 
     Examples:
 
         sqew --db sqew.db keys create --name ops --scope admin
 
+        sqew keys create --sqs --queue jobs --scope produce,consume > jobs.env
+
         KEY=$(sqew --json keys create --queue jobs --scope produce,consume | jq -r .key)
     """
     state = current(ctx, create=True)
-    created = state.client.create_key(params.scopes(scope), name=name, queue=queue)
+    created = state.client.create_key(params.scopes(scope), name=name, queue=queue, sqs=sqs)
     if state.json:
         output.write_json(created)
     else:
         sys.stderr.write(f"created {output.key_summary(created)}\n")
         sys.stderr.flush()
-        sys.stdout.write(created.key + "\n")  # unwrapped, whatever the terminal's width
+        shown = (f"AWS_ACCESS_KEY_ID={created.id}\nAWS_SECRET_ACCESS_KEY={created.key}"
+                 if sqs else created.key)
+        sys.stdout.write(shown + "\n")  # unwrapped, whatever the terminal's width
         sys.stdout.flush()
-    sys.stderr.write(STORE_IT_NOW + "\n")
+    sys.stderr.write((STORE_IT_NOW_SQS if sqs else STORE_IT_NOW) + "\n")
 
 
 @app.command("list")

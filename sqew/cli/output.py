@@ -325,7 +325,8 @@ def key_summary(key: models.ApiKey) -> str:
     """``keys create``: one line naming a key by its id (never the key itself; its name with
     control characters escaped)."""
     named = f" '{escape_controls(key.name)}'" if key.name is not None else ""
-    return (f"API key {key.id}{named}: scopes {','.join(key.scopes)} on {_key_queue(key)}")
+    kind = "SQS access key" if key.sqs else "API key"
+    return (f"{kind} {key.id}{named}: scopes {','.join(key.scopes)} on {_key_queue(key)}")
 
 
 def keys_table(keys: Sequence[models.ApiKey]) -> Callable[[Console], None]:
@@ -338,8 +339,9 @@ def keys_table(keys: Sequence[models.ApiKey]) -> Callable[[Console], None]:
         # The id whole (`keys revoke` needs it); on a narrow terminal the scopes, the queue
         # and the name wrap onto more lines: nothing is cut.
         columns = ["id", "scopes", "queue", "created", "last used", "name"]
-        rows = [[k.id, ", ".join(k.scopes), _key_queue(k), when(k.created_at)[:16],
-                 when(k.last_used_at)[:16], k.name or "-"] for k in keys]  # to the minute
+        rows = [[k.id, ", ".join(k.scopes) + (" (SQS)" if k.sqs else ""), _key_queue(k),
+                 when(k.created_at)[:16], when(k.last_used_at)[:16], k.name or "-"]
+                for k in keys]  # to the minute
         table = _table(*columns, fold=("scopes", "queue", "name"))
         table.columns[0].min_width = max(len(r[0]) for r in rows)
         for row in rows:

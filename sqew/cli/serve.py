@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
+from sqew import errors
 from sqew.cli import output, params
 from sqew.cli.state import current
 from sqew.settings import layering, report, serve_options
@@ -27,6 +28,10 @@ def serve(
         "--print-config", help="Print the effective settings and where each came from "
         "(default, the file, a variable, an option), then exit without serving; with --json "
         "as JSON.")] = False,
+    memory: Annotated[bool, typer.Option(
+        "--memory", help="Keep the database in memory for this run only (for tests and "
+        "development): nothing is kept once the server stops. Not with --db, nor with "
+        "--workers above 1.")] = False,
     **settings: Any,
 ) -> None:
     """Serve the REST API until Ctrl-C or SIGTERM (in-flight requests finish first).
@@ -38,15 +43,35 @@ def serve(
     Logs go to stderr (--log-format, --log-level, --access-log); the line
     "sqew serving on URL" to stdout once the socket listens.
 
-    Example:
+    Examples:
 
         sqew serve --db ./sqew.db --port 8888 --log-format json --access-log
+
+        sqew serve --memory --port 9324
     """
     flags = serve_options.given(settings)
     db = flags.get("db") or _root_db(ctx)
+    if memory:
+        if db:
+            raise errors.ValidationError("--memory keeps the database in memory: give no --db "
+                                         "with it")
+        from sqew import scratch
+
+        with scratch.database() as path:
+            _serve(ctx, config, {**flags, "db": str(path)}, print_config, memory=True)
+        return
     if db:
         flags["db"] = params.check_database(db)
+    _serve(ctx, config, flags, print_config)
+
+
+def _serve(ctx: typer.Context, config: Path | None, flags: dict[str, Any], print_config: bool,
+           *, memory: bool = False) -> None:
     resolved = layering.resolve(config, flags=flags)
+    if memory and resolved.settings.workers > 1:
+        raise errors.ValidationError(
+            f"--memory keeps the database in this one process: it cannot serve "
+            f"{resolved.settings.workers} workers (give --workers 1)")
     if print_config:
         if current(ctx).json:
             output.write_json(report.as_data(resolved))

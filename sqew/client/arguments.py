@@ -114,14 +114,14 @@ def message_from_mapping(
 
 
 def key_create(
-    scopes: Iterable[str], name: str | None = None, queue: str | None = None
+    scopes: Iterable[str], name: str | None = None, queue: str | None = None, sqs: bool = False
 ) -> models.KeyCreate:
     """Validate a new key's request given as Python values (see ``Client.create_key``)."""
     if isinstance(scopes, str):  # one scope as a string (else: a list of its letters)
         scopes = [scopes]
     # Anything else that is not a list is left for the model to refuse, naming `scopes`.
     listed = list(scopes) if isinstance(scopes, Iterable) else scopes
-    body = {"name": name, "queue": queue, "scopes": listed}
+    body = {"name": name, "queue": queue, "scopes": listed, "sqs": sqs or None}
     result: models.KeyCreate = convert(
         {k: v for k, v in body.items() if v is not None}, models.KeyCreate)
     return result

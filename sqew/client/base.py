@@ -304,12 +304,15 @@ class Client(abc.ABC):
 
     @abc.abstractmethod
     def create_key(
-        self, scopes: Iterable[str], *, name: str | None = None, queue: str | None = None
+        self, scopes: Iterable[str], *, name: str | None = None, queue: str | None = None,
+        sqs: bool = False,
     ) -> models.KeyCreated:
         """Mint an API key with ``scopes`` (``produce``, ``consume``, ``admin``), optionally
         named and bound to one queue (and its DLQ).
 
         The answer's ``key`` is the only time the key itself is seen: only its hash is stored.
+        ``sqs``: an SQS access key instead (docs/sqs.md, "Authentication"): ``id`` is its
+        access key id and ``key`` its secret access key, for an AWS SDK's SigV4 signatures.
         ``scopes`` is a list of scope names (a single name may be given as a string).
 
         Raises:

@@ -314,10 +314,11 @@ class HttpClient(Client):
 
     # --- API keys -------------------------------------------------------------------------------
     def create_key(
-        self, scopes: Iterable[str], *, name: str | None = None, queue: str | None = None
+        self, scopes: Iterable[str], *, name: str | None = None, queue: str | None = None,
+        sqs: bool = False,
     ) -> models.KeyCreated:
         return self._call(models.KeyCreated, "POST", "/keys",
-                          body=key_create(scopes, name, queue))
+                          body=key_create(scopes, name, queue, sqs))
 
     def list_keys(self) -> list[models.ApiKey]:
         return self._call(models.KeyList, "GET", "/keys").keys

@@ -230,9 +230,10 @@ class LocalClient(Client):
 
     # --- API keys (the owner of the database file needs none) -----------------------------------
     def create_key(
-        self, scopes: Iterable[str], *, name: str | None = None, queue: str | None = None
+        self, scopes: Iterable[str], *, name: str | None = None, queue: str | None = None,
+        sqs: bool = False,
     ) -> models.KeyCreated:
-        return run_sync(self.service.create_key(key_create(scopes, name, queue)))
+        return run_sync(self.service.create_key(key_create(scopes, name, queue, sqs)))
 
     def list_keys(self) -> list[models.ApiKey]:
         return run_sync(self.service.list_keys())

@@ -10,10 +10,17 @@ event loop.
 Scopes (docs/rest.md, "Auth"): ``produce`` (enqueue), ``consume`` (poll, ack, nack, extend-lease,
 peek, get), ``admin`` (everything, keys included). A key bound to a queue reaches that queue and its
 DLQ only; what needs no queue (creating queues, keys) needs an unbound key.
+
+An **SQS key** (docs/sqs.md, "Authentication") is an AWS-style pair: an access key id
+(``SQEW`` and 16 characters of AWS's alphabet, 20 in all) and a 40-character secret access
+key. Verifying an AWS Signature Version 4 needs the secret itself (an HMAC is computed with
+it), so it is stored as it is, in the ``hash`` column marked ``SQS_SECRET``: the database's
+permissions protect it, as they protect queues' HMAC secrets (docs/security.md).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 import secrets
@@ -33,6 +40,12 @@ PREFIX = "sqew_"
 ID_BYTES = 8
 SECRET_BYTES = 32
 _KEY = re.compile(r"sqew_([0-9a-f]{16})_[A-Za-z0-9_-]{43}")
+SQS_ID_PREFIX = "SQEW"
+SQS_SECRET = "sqs-secret:"
+"""What the stored ``hash`` of an SQS key starts with (the secret follows): never an argon2
+hash, which starts with ``$``."""
+_SQS_ID_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"  # AWS's access key ids: base32
+_SQS_ID = re.compile(f"{SQS_ID_PREFIX}[{_SQS_ID_ALPHABET}]{{16}}")
 
 Need = Literal["read", "produce", "consume", "admin"]
 """What an operation needs of a key: a scope, or ``read`` (any scope: a queue's settings and
@@ -51,6 +64,22 @@ def mint() -> tuple[str, str]:
     return key_id, f"{PREFIX}{key_id}_{secrets.token_urlsafe(SECRET_BYTES)}"
 
 
+def mint_sqs() -> tuple[str, str]:
+    """A new SQS key: ``(access key id, secret access key)``."""
+    key_id = SQS_ID_PREFIX + "".join(secrets.choice(_SQS_ID_ALPHABET) for _ in range(16))
+    return key_id, base64.b64encode(secrets.token_bytes(30)).decode()
+
+
+def is_sqs_key_id(key_id: str) -> bool:
+    """Whether ``key_id`` has the form of an SQS access key id."""
+    return _SQS_ID.fullmatch(key_id) is not None
+
+
+def sqs_secret(row: KeyRow) -> str | None:
+    """The secret access key of an SQS key's row; None for a bearer key's."""
+    return row.hash[len(SQS_SECRET):] if row.hash.startswith(SQS_SECRET) else None
+
+
 def key_id_of(key: str) -> str | None:
     """The id inside a well-formed key, or None for anything else."""
     m = _KEY.fullmatch(key)
@@ -65,7 +94,7 @@ def hash_key(key: str) -> str:
 def verify(stored_hash: str, key: str) -> bool:
     """Whether ``key`` matches ``stored_hash`` (slow by design; constant-time inside)."""
     try:
-        return _hasher.verify(stored_hash, key)
+        return not stored_hash.startswith(SQS_SECRET) and _hasher.verify(stored_hash, key)
     except argon2.exceptions.VerificationError:
         return False
     except argon2.exceptions.InvalidHashError:
@@ -112,6 +141,7 @@ def view(row: KeyRow) -> models.ApiKey:
     return models.ApiKey(
         id=row.id, name=row.name, queue=row.queue, scopes=row.scopes.split(","),
         created_at=row.created_at, last_used_at=row.last_used_at,
+        sqs=row.hash.startswith(SQS_SECRET),
     )
 
 

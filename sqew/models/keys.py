@@ -19,13 +19,16 @@ class KeyCreate(Request, kw_only=True):
     queue: QueueName | None = None
     scopes: Annotated[list[Scope], Meta(min_length=1, max_length=3,
                                         extra_json_schema={"uniqueItems": True})]
+    sqs: bool = False
+    """An SQS access key (an AWS-style access key id and secret, for SigV4: docs/sqs.md)
+    instead of a bearer key."""
 
     def __post_init__(self) -> None:
         if len(set(self.scopes)) != len(self.scopes):
             raise ValueError("scopes must not repeat a scope")
 
 
-class ApiKey(Struct, kw_only=True):
+class ApiKey(Struct, kw_only=True, omit_defaults=True):
     """An API key as listed: never the key or its hash."""
 
     id: str
@@ -34,10 +37,13 @@ class ApiKey(Struct, kw_only=True):
     scopes: list[str]
     created_at: int
     last_used_at: int | None
+    sqs: bool = False
+    """An SQS access key: ``id`` is its access key id."""
 
 
 class KeyCreated(ApiKey, kw_only=True):
-    """Body of ``POST /keys``'s answer: the key itself, shown this once."""
+    """Body of ``POST /keys``'s answer: the key itself, shown this once (of an SQS key, its
+    secret access key)."""
 
     key: str
 

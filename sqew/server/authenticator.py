@@ -63,6 +63,7 @@ TOUCH_EVERY_S = 60.0
 """A key's ``last_used_at`` is written at most this often (per process)."""
 
 _AUTHORIZATION = b"authorization"
+_SQS = b"sqs:"  # an SQS key's cache entry: this, then its access key id
 
 
 @dataclass(slots=True)
@@ -299,6 +300,50 @@ class Authenticator:
         """Queue the key's use for recording (called at most once per TOUCH_EVERY_S)."""
         entry.touched = now
         self.uses.note(entry.principal.key_id)
+
+    # --- SQS keys (SigV4 signatures: sqew.server.sqs_auth) -------------------------------------
+    def check_client(self, address: str, key_id: str | None = None) -> None:
+        """Refuse a client (or an SQS key id not cached) that failed too often lately, as a
+        bearer key's attempt is refused.
+
+        Raises:
+            sqew.errors.RateLimited: beyond the allowance.
+        """
+        now = time.monotonic()
+        wait = self._failures.wait(address, now)
+        if wait is None and key_id is not None and _SQS + key_id.encode() not in self._cache:
+            wait = self._by_key.wait(key_id, now)
+        if wait is not None:
+            raise errors.RateLimited("too many failed attempts to authenticate; retry after "
+                                     f"{math.ceil(wait)} s", retry_after=wait)
+
+    def failed(self, address: str, key_id: str | None = None) -> None:
+        """Count a failed attempt of ``address`` (and against ``key_id``, a real key's)."""
+        self._failed(address)
+        if key_id is not None:
+            self._by_key.fail(key_id, time.monotonic())
+
+    async def sqs_key(self, key_id: str) -> tuple[keys.Principal, str] | None:
+        """The principal and secret of the SQS key ``key_id`` (None: no such key), cached and
+        confirmed as bearer keys are, so a revoked key stops working within a second."""
+        now = time.monotonic()
+        digest = _SQS + key_id.encode()  # never a SHA-256 (32 bytes): no bearer key's entry
+        entry = self._cache.get(digest)
+        got: _Entry | None
+        if entry is None:
+            row, read_at = await self._row(key_id)
+            ok = row is not None and keys.sqs_secret(row) is not None
+            got = self._keep(digest, row, read_at, -math.inf) if row and ok else None
+        elif now - entry.confirmed < REFRESH_S:
+            self._cache.move_to_end(digest)
+            got = entry
+        else:
+            got = await self._confirmed(digest, entry, now)
+        if got is None:
+            return None
+        if now - got.touched >= TOUCH_EVERY_S:
+            self._note_use(got, now)
+        return got.principal, got.hash[len(keys.SQS_SECRET):]
 
     # --- keys minted and revoked here -----------------------------------------------------------
     def minted(self) -> None:

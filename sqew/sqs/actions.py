@@ -86,7 +86,8 @@ async def list_queues(ctx: Context, p: Params) -> Params:
                       f"must be an integer between 1 and {MAX_LIST}.")
     after = _token_name(p["NextToken"]) if "NextToken" in p else None
     names = sorted(q.name for q in await ctx.service.list_queues()
-                   if q.name.startswith(prefix) and (after is None or q.name > after))
+                   if q.name.startswith(prefix) and (after is None or q.name > after)
+                   and (ctx.reaches is None or ctx.reaches(q.name)))
     page = names[: most or MAX_LIST]
     out: Params = {"QueueUrls": [ctx.queue_url(n) for n in page]} if page else {}
     if most is not None and len(names) > len(page):

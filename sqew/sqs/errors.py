@@ -42,6 +42,11 @@ COMMON: dict[str, int] = {
     "ServiceUnavailable": 503,
     "RequestThrottled": 400,
     "OverLimit": 403,
+    "IncompleteSignature": 400,
+    "InvalidClientTokenId": 403,
+    "MissingAuthenticationToken": 403,
+    "RequestExpired": 400,
+    "SignatureDoesNotMatch": 403,
 }
 """AWS's common errors (shared by every service, so absent from SQS's model) with their
 statuses; ``RequestThrottled`` and ``OverLimit`` are also modelled and listed for the status."""

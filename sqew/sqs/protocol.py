@@ -44,7 +44,10 @@ async def answer(ctx: Context, target: str | None, body: bytes) -> Answer:
     """The answer to an SQS request (``X-Amz-Target`` value ``target``, ``body``)."""
     request_id = str(uuid.uuid4())
     try:
-        output = await actions.run(ctx, action_of(target), decode(body))
+        action, params = action_of(target), decode(body)
+        if ctx.authorize is not None:
+            ctx.authorize(action, params)
+        output = await actions.run(ctx, action, params)
     except SqsError as exc:
         return error(exc, request_id)
     except Exception:

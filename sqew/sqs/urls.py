@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from sqew import jsonlimits, models
@@ -27,8 +28,11 @@ _QUEUE_NAME = re.compile(models.QUEUE_NAME_PATTERN)
 class Context:
     """What an action needs beside its input: the service, where the endpoint is reached
     (``base_url``: scheme and Host of the request), the account and region queues belong to,
-    ``gone``: whether the client has left (a long poll then leases nothing), and the server's
-    ``max_json_depth`` (``sqew.sqs.envelope``)."""
+    ``gone``: whether the client has left (a long poll then leases nothing), the server's
+    ``max_json_depth`` (``sqew.sqs.envelope``), and, while API keys are enforced,
+    ``authorize`` (raises ``AccessDenied`` unless the caller's key may run an action with its
+    input, whatever the protocol: ``sqew.server.sqs_auth``) and ``reaches`` (the queues the
+    key may see)."""
 
     service: QueueService
     base_url: str
@@ -36,6 +40,8 @@ class Context:
     region: str = DEFAULT_REGION
     gone: Callable[[], bool] | None = None
     max_json_depth: int = jsonlimits.DEFAULT_MAX_DEPTH
+    authorize: Callable[[str, Any], None] | None = None
+    reaches: Callable[[str], bool] | None = None
 
     def queue_url(self, name: str) -> str:
         """The URL of queue ``name``."""

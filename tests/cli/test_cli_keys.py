@@ -10,6 +10,7 @@ local command ignores it.
 
 from __future__ import annotations
 
+import json
 import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -146,3 +147,21 @@ def test_the_first_key_minted_on_the_file_is_the_servers(tmp_path: Path) -> None
         listed = remote.json("--api-key", key, "keys", "list")["keys"]
     assert [(k["id"], k["name"], k["scopes"]) for k in listed] == [
         (key.split("_")[1], "first", ["admin"])]
+
+
+def test_sqs_keys_are_made_listed_and_revoked(local_sqew: Sqew) -> None:
+    local_sqew.run("queue", "add", "--name", "jobs")
+    out = local_sqew.run("keys", "create", "--sqs", "--queue", "jobs",
+                         "--scope", "produce,consume", "--name", "worker")
+    assert out.returncode == 0, out.stderr
+    env = dict(line.split("=", 1) for line in out.stdout.splitlines())
+    key_id, secret = env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"]
+    assert re.fullmatch(r"SQEW[A-Z2-7]{16}", key_id) and len(secret) == 40
+    assert out.stderr.startswith(f"created SQS access key {key_id} 'worker'")
+    assert "store this secret now" in out.stderr and secret not in out.stderr
+    listed = json.loads(local_sqew.run("--json", "keys", "list").stdout)["keys"]
+    assert [(k["id"], k["sqs"], k["queue"]) for k in listed] == [(key_id, True, "jobs")]
+    table = local_sqew.run("keys", "list", env={"COLUMNS": "200"}).stdout
+    assert key_id in table and "(SQS)" in table and secret not in table
+    assert local_sqew.run("keys", "revoke", "--id", key_id).returncode == 0
+    assert json.loads(local_sqew.run("--json", "keys", "list").stdout)["keys"] == []

@@ -105,18 +105,23 @@ def test_sqs_routes_are_not_in_the_rest_openapi_document(server: ServerThread) -
     assert "/" not in paths and not any(p.startswith("/{account") for p in paths)
 
 
-def test_with_api_keys_sqs_is_refused(start_server: Callable[..., ServerThread]) -> None:
+def test_with_api_keys_unsigned_or_unknown_sqs_requests_are_refused(
+        start_server: Callable[..., ServerThread]) -> None:
     server = start_server()
     with sqew.Client(server.url) as rest:
         rest.create_queue("guarded")
         rest.create_key(scopes=["admin"])  # from now on keys are enforced
-    sqs = client_for(server.url)
+    r = httpx.post(server.url + "/", content=b"{}", headers={
+        "X-Amz-Target": "AmazonSQS.ListQueues", "Content-Type": "application/x-amz-json-1.0"})
+    assert (r.status_code, r.headers["x-amzn-query-error"]) == (
+        403, "MissingAuthenticationToken;Sender")
+    sqs = client_for(server.url)  # signed, with a key id the server never issued
     for call in (sqs.list_queues,  # (closed below: its connection would hold the server's stop)
                  lambda: sqs.send_message(QueueUrl="guarded", MessageBody="b"),
                  lambda: sqs.receive_message(QueueUrl="guarded")):
         with pytest.raises(sqs.exceptions.ClientError) as err:
             call()
-        assert err.value.response["Error"]["Code"] == "AccessDenied"
+        assert err.value.response["Error"]["Code"] == "InvalidClientTokenId"
         assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
     sqs.close()
 

@@ -3,13 +3,14 @@ queue's URL (``/<account>/<name>``), the JSON 1.0 protocol.
 
 Thin: it reads the body and hands it to ``sqew.sqs.protocol``, which answers in AWS's shapes,
 errors included. The routes are open to the REST API's key check (its ``Bearer`` keys and its
-error envelope mean nothing to an AWS SDK) and refuse every request themselves while API keys
-are enforced: SigV4 is not implemented yet, so SQS is never served unauthenticated then. They
+error envelope mean nothing to an AWS SDK) and check AWS signatures themselves while API keys
+are enforced (``sqew.server.sqs_auth``): the body is read first, as its hash is signed. They
 are not part of the REST API's OpenAPI document.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated, Any
 
 from litestar import Request, post, route
@@ -19,7 +20,8 @@ from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 from litestar.params import PathParameter
 from litestar.types import ASGIApp, Receive, Scope, Send
 
-from sqew.server import wire
+from sqew.server import sqs_auth, wire
+from sqew.server.auth import PRINCIPAL
 from sqew.server.runtime import Runtime, runtime
 from sqew.sqs import protocol
 from sqew.sqs.errors import SqsError
@@ -59,28 +61,36 @@ async def sqs_queue(request: Req, account: _Part, name: _Part) -> ASGIApp:
 
 async def _serve(request: Req) -> ASGIApp:
     rt = runtime(request)
-    if await rt.auth.enforced():
-        return _Sent(protocol.error(SqsError(
-            "AccessDenied", "This server requires API keys; SQS requests need SigV4 "
-            "signatures, which sqew does not verify yet, so they are refused.")))
     try:
         body = await wire.read_body(request, rt.settings.max_body_bytes)
     except RequestEntityTooLarge:
-        return _Sent(protocol.error(SqsError(
+        return _refused(request, SqsError(
             "InvalidParameterValue", f"The request body is over the server's limit of "
-            f"{rt.settings.max_body_bytes} bytes.", status=413)))
+            f"{rt.settings.max_body_bytes} bytes.", status=413))
+    principal = None
+    if await rt.auth.enforced():
+        try:
+            principal = await sqs_auth.principal_of(rt.auth, request, body,
+                                                    rt.settings.sqs_region)
+        except SqsError as exc:
+            rt.metrics.rejected(None, "auth")
+            return _refused(request, exc)
+        request.scope["state"][PRINCIPAL] = principal  # the access log names the key
     headers = dict(request.scope["headers"])
     target = headers[_TARGET].decode("latin-1") if _TARGET in headers else None
-    call = protocol.answer(_context(request, rt, headers), target, body)
+    ctx = _context(request, rt, headers)
+    if principal is not None:
+        ctx = replace(ctx, authorize=sqs_auth.authorizer(principal), reaches=principal.reaches)
+    call = protocol.answer(ctx, target, body)
     if target != _LONG_POLL or not protocol.waits(body):
         return _Sent(await call)
     # A receive that may wait: counted and bounded with the REST API's long polls
     # (max_waiting_polls), and ended when its client disconnects.
     if rt.waiting_polls >= rt.settings.max_waiting_polls:
         call.close()
-        return _Sent(protocol.error(SqsError(
+        return _refused(request, SqsError(
             "ServiceUnavailable", f"{rt.waiting_polls} long polls are waiting in this server "
-            "process, the most it allows (max_waiting_polls): retry later", sender=False)))
+            "process, the most it allows (max_waiting_polls): retry later", sender=False))
     rt.waiting_polls += 1
     rt.metrics.long_poll_started()
     try:
@@ -88,8 +98,17 @@ async def _serve(request: Req) -> ASGIApp:
     finally:
         rt.waiting_polls -= 1
         rt.metrics.long_poll_ended()
-    return _Sent(answer or protocol.error(SqsError(
-        "ServiceUnavailable", "The client disconnected.", sender=False)))
+    return _Sent(answer) if answer else _refused(request, SqsError(
+        "ServiceUnavailable", "The client disconnected.", sender=False))
+
+
+def _refused(request: Req, exc: SqsError) -> ASGIApp:
+    """The error answer of a request refused before its action ran, in its protocol's shape.
+
+    Every refusal goes through here: JSON 1.0's today. The Query protocol's requests (a
+    form-encoded body) are to be answered with its XML error shape here, once that protocol
+    is served."""
+    return _Sent(protocol.error(exc))
 
 
 def _context(request: Req, rt: Runtime, headers: dict[bytes, bytes]) -> Context:
