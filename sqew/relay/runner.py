@@ -105,8 +105,9 @@ class Relay:
             SqewError: as ``Worker.run``; ``ValidationError`` when the queue signs its
                 messages and the relay has no ``hmac_secret`` (it stops at the first one).
         """
-        log.info("relaying %s to %s", self.queue, self.url)
         try:
+            self.worker.client.get_queue(self.queue)  # (a queue that is not there: no log)
+            log.info("relaying %s to %s", self.queue, self.url)
             self.worker.run()
         finally:
             self._http.close()
