@@ -1,5 +1,5 @@
-"""A webhook receiver for the relay's tests: a real HTTP/1.1 server on 127.0.0.1 in threads
-that records every request and answers each by a script.
+"""A webhook receiver for the relay's tests: a real HTTP/1.1 server (or HTTPS) on 127.0.0.1 in
+threads that records every request and answers each by a script.
 
 The script is a function of the request (its decoded JSON body and its ``X-Sqew-Attempts``)
 to an ``Answer``: a status with headers, after an optional pause; ``hold`` answers only once
@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import select
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -66,17 +67,22 @@ def always_ok(payload: Any, attempts: int) -> Answer:
 class Receiver:
     """The server; ``with Receiver(script) as r:`` runs it, ``r.url`` is where it listens."""
 
-    def __init__(self, script: Script = always_ok, port: int = 0) -> None:
+    def __init__(self, script: Script = always_ok, port: int = 0,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.script = script
         self.lock = threading.Lock()
         self.deliveries: list[Delivery] = []
-        self.under_way: dict[int, int] = {}  # message id -> requests for it under way
+        # message id -> the connections of its requests under way
+        self.under_way: dict[int, list[socket.socket]] = {}
         self.overlaps: list[int] = []  # message ids delivered twice at once
         self.released = threading.Event()
         self.stopped = threading.Event()
         self.server = ThreadingHTTPServer(("127.0.0.1", port), self._handler_class())
         self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        if tls is not None:  # (a handshake the relay refuses fails the accept: dropped)
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
+        scheme = "http" if tls is None else "https"
+        self.url = f"{scheme}://127.0.0.1:{self.server.server_address[1]}/hook"
         self.thread = threading.Thread(target=self.server.serve_forever,
                                        kwargs={"poll_interval": 0.05}, daemon=True)
 
@@ -98,7 +104,7 @@ class Receiver:
     def held(self) -> int:
         """Requests under way now."""
         with self.lock:
-            return sum(self.under_way.values())
+            return sum(len(conns) for conns in self.under_way.values())
 
     def of(self, message_id: int) -> list[Delivery]:
         """The deliveries of one message, in the order received."""
@@ -117,9 +123,12 @@ class Receiver:
                 msg_id = delivery.message_id
                 with receiver.lock:
                     receiver.deliveries.append(delivery)
-                    if receiver.under_way.get(msg_id):
+                    # A request the relay gave up (it hung up: its timeout) is not under way
+                    # any more, even if this side has not noticed yet.
+                    earlier = [c for c in receiver.under_way.get(msg_id, []) if not _gone(c)]
+                    if earlier:
                         receiver.overlaps.append(msg_id)
-                    receiver.under_way[msg_id] = receiver.under_way.get(msg_id, 0) + 1
+                    receiver.under_way.setdefault(msg_id, []).append(self.connection)
                 try:
                     answer = receiver.script(delivery.payload, delivery.attempts)
                     if answer.hold:
@@ -128,7 +137,7 @@ class Receiver:
                         self._wait(receiver.stopped, answer.pause_s)
                 finally:
                     with receiver.lock:
-                        receiver.under_way[msg_id] -= 1
+                        receiver.under_way[msg_id].remove(self.connection)
                 try:
                     self.send_response(answer.status)
                     for name, value in answer.headers.items():
@@ -144,14 +153,22 @@ class Receiver:
                 timeout): a request it gave up is no longer under way."""
                 end = time.monotonic() + seconds
                 while not event.wait(0.02) and time.monotonic() < end:
-                    readable, _, _ = select.select([self.connection], [], [], 0)
-                    if readable and self.connection.recv(1, socket.MSG_PEEK) == b"":
+                    if _gone(self.connection):
                         return
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
         return Handler
+
+
+def _gone(connection: socket.socket) -> bool:
+    """Whether the other side closed ``connection`` (nothing is read from it)."""
+    try:
+        readable, _, _ = select.select([connection], [], [], 0)
+        return bool(readable) and connection.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
 
 
 def until(done: Callable[[], object], what: str, timeout: float = TIMEOUT_S) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import email.utils
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from urllib.parse import unquote
 
 import httpx
 import pytest
+import trustme
 from relay_support import Answer, Receiver, until
 from targets import Target
 
@@ -214,6 +216,26 @@ def test_an_unreachable_receiver_costs_no_attempts(realtime_target: Target) -> N
     assert sorted((d.message_id, d.attempts) for d in receiver.deliveries) == [
         (i, 1) for i in ids]
     assert client.stats("hooks").dlq == 0 and relay.worker.failed == 0
+
+
+def test_https_is_verified(tmp_path: Any) -> None:
+    ca = trustme.CA()
+    server_tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ca.issue_cert("127.0.0.1").configure_cert(server_tls)
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    with sqew.Client(tmp_path / "r.db") as client, Receiver(tls=server_tls) as receiver:
+        client.create_queue("hooks")
+        msg_id = client.enqueue("hooks", {"n": 1}).message_id
+        # The system's CAs do not know this one: nothing is sent, and no attempt is spent.
+        relay = sqew.Relay(client, "hooks", receiver.url, wait_ms=100)
+        with running(relay):
+            until(lambda: relay.connection_retries >= 2, "refused certificates")
+        assert receiver.deliveries == []
+        relay = sqew.Relay(client, "hooks", receiver.url, ca_cert=ca_file, wait_ms=100)
+        with running(relay):
+            until(lambda: client.stats("hooks").acked_total == 1, "the delivery")
+    assert [(d.message_id, d.attempts) for d in receiver.deliveries] == [(msg_id, 2)]
 
 
 def test_bad_arguments_are_refused(tmp_path: Any) -> None:
