@@ -27,6 +27,7 @@ import httpx
 
 from sqew import errors, models, payloads
 from sqew.core import signing
+from sqew.worker import Reject
 
 ATTR_PREFIX = "X-Sqew-Attr-"
 """The header of attribute ``name`` is ``ATTR_PREFIX + quote(name)``."""
@@ -73,8 +74,6 @@ def request_headers(m: models.LeasedMessage, body: bytes,
             raise Unsigned(f"queue '{m.queue}' signs its messages: give the relay its "
                            "hmac_secret (--hmac-secret, SQEW_HMAC_SECRET) to sign deliveries")
         if not signing.verify_signature(m, hmac_secret):
-            from sqew.worker import Reject  # (the worker package imports nothing of this one)
-
             raise Reject("its signature does not match the hmac_secret: not delivered")
         headers[signing.HEADER] = signing.header(hmac_secret, body)
     return headers
@@ -91,8 +90,8 @@ def retry_after_ms(response: httpx.Response, now: float | None = None) -> int | 
     value = response.headers.get("Retry-After", "").strip()
     if not value:
         return None
-    if value.isdigit():
-        seconds = float(int(value[:12]))
+    if value.isascii() and value.isdigit():
+        seconds = float(int(value[:12]))  # (more digits than that are clamped below anyway)
     else:
         try:
             when = email.utils.parsedate_to_datetime(value)

@@ -58,8 +58,9 @@ class Worker:
 
     ``run()`` long-polls in batches (never more messages than free handler slots), runs the
     handler on ``concurrency`` threads, acks each message whose handler returns, nacks with the
-    exception's text one whose handler raises (retried after the queue's backoff), and
-    dead-letters at once one whose handler raises ``Reject``. Acks and nacks go in batches.
+    exception's text one whose handler raises (retried after the queue's backoff, or after
+    the ``delay_ms`` of a ``Retry``), and dead-letters at once one whose handler raises
+    ``Reject``. Acks and nacks go in batches.
     While handlers run, their leases are extended in batched heartbeats every third of the
     lease. On ``stop()``, SIGINT or SIGTERM it stops polling, lets the handlers under way
     finish for up to ``drain_timeout_s`` (a second signal stops waiting), settles them and

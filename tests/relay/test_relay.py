@@ -204,10 +204,10 @@ def test_an_unreachable_receiver_costs_no_attempts(realtime_target: Target) -> N
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     relay = sqew.Relay(client, "hooks", f"http://127.0.0.1:{port}/hook", concurrency=2,
-                       wait_ms=100, visibility_ms=600)
+                       wait_ms=100, visibility_ms=300)
     with running(relay) as failure:
         # Long enough for several leases to end: heartbeats keep the two held.
-        until(lambda: relay.connection_retries >= 8, "retries")
+        until(lambda: relay.connection_retries >= 6, "retries")
         stats = client.stats("hooks")
         assert (stats.leased, stats.ready, stats.acked_total) == (2, 1, 0)
         with Receiver(port=port) as receiver:
