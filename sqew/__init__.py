@@ -20,6 +20,7 @@ __all__ = [
     "Message",
     "Queue",
     "Reject",
+    "Relay",
     "SqewError",
     "Stats",
     "Worker",
@@ -38,6 +39,7 @@ _HOMES = {
     "Message": "sqew.models",
     "Queue": "sqew.models",
     "Reject": "sqew.worker",
+    "Relay": "sqew.relay",
     "SqewError": "sqew.errors",
     "Stats": "sqew.models",
     "errors": "sqew",
@@ -53,6 +55,7 @@ if TYPE_CHECKING:
     from sqew.core.signing import verify_signature
     from sqew.errors import SqewError
     from sqew.models import EnqueueResult, ItemResult, LeasedMessage, Message, Queue, Stats
+    from sqew.relay import Relay
     from sqew.worker import Reject, Worker
 else:
     # Type checkers see the imports above instead: a module __getattr__ would make every

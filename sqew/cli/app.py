@@ -88,8 +88,8 @@ def root(
         str | None,
         typer.Option("--hmac-secret", envvar="SQEW_HMAC_SECRET", metavar="SECRET",
                      show_default=False,
-                     help="Sign enqueues over --url with this secret (the queue's "
-                          "hmac_secret); never printed."),
+                     help="Sign enqueues over --url (and sqew relay's deliveries) with "
+                          "this secret (the queue's hmac_secret); never printed."),
     ] = None,
     ca_cert: Annotated[
         str | None,
@@ -153,7 +153,7 @@ def _source(ctx: typer.Context, name: str) -> str | None:
 
 def _register() -> None:
     # Imported here, after `app` exists, because each module registers into it.
-    from sqew.cli import db, dlq, keys, message, queue, serve, stats, worker
+    from sqew.cli import db, dlq, keys, message, queue, relay, serve, stats, worker
 
     app.add_typer(db.app, name="db")
     app.add_typer(queue.app, name="queue")
@@ -163,6 +163,7 @@ def _register() -> None:
     app.add_typer(keys.app, name="keys")
     serve.register(app)
     app.command("worker")(worker.worker)
+    app.command("relay")(relay.relay)
 
 
 _register()

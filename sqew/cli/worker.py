@@ -60,7 +60,7 @@ def worker(
     state = current(ctx)
     w = Worker(state.client, queue, function, concurrency=concurrency,
                visibility_ms=visibility_ms, drain_timeout_s=drain_timeout)
-    with _logging(state, w):
+    with logging_for(state, w):
         w.run()
     _summary(state, w)
 
@@ -96,7 +96,7 @@ def load_handler(spec: str) -> Handler:
 
 
 @contextmanager
-def _logging(state: State, w: Worker) -> Iterator[None]:
+def logging_for(state: State, w: Worker) -> Iterator[None]:
     """The worker's records on stderr: above a live status line on a terminal, else as JSON
     lines (``--json``, or stderr not a terminal)."""
     logger = logging.getLogger("sqew")

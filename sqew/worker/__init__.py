@@ -8,6 +8,6 @@ PostgreSQL or a server.
 
 from __future__ import annotations
 
-from sqew.worker.runner import Handler, Reject, Worker
+from sqew.worker.runner import Handler, Reject, Retry, Worker
 
-__all__ = ["Handler", "Reject", "Worker"]
+__all__ = ["Handler", "Reject", "Retry", "Worker"]

@@ -42,13 +42,25 @@ class Reject(Exception):
     DLQ at once, with the exception's text as ``last_error``, whatever attempts it has left."""
 
 
+class Retry(Exception):
+    """Raised by a Worker's handler to try the message again later: it is nacked with the
+    exception's text as ``error`` (as it is, without the type's name), ready again after
+    ``delay_ms`` (None: the queue's backoff), or dead-lettered once delivered
+    ``max_attempts`` times (a rate-limited downstream's ``Retry-After``, say)."""
+
+    def __init__(self, error: str, delay_ms: int | None = None) -> None:
+        super().__init__(error)
+        self.delay_ms = None if delay_ms is None else max(0, min(delay_ms, models.MAX_TTL_MS))
+
+
 class Worker:
     """Consumes ``queue`` through ``client``, running ``handler`` on each message.
 
     ``run()`` long-polls in batches (never more messages than free handler slots), runs the
     handler on ``concurrency`` threads, acks each message whose handler returns, nacks with the
-    exception's text one whose handler raises (retried after the queue's backoff), and
-    dead-letters at once one whose handler raises ``Reject``. Acks and nacks go in batches.
+    exception's text one whose handler raises (retried after the queue's backoff, or after
+    the ``delay_ms`` of a ``Retry``), and dead-letters at once one whose handler raises
+    ``Reject``. Acks and nacks go in batches.
     While handlers run, their leases are extended in batched heartbeats every third of the
     lease. On ``stop()``, SIGINT or SIGTERM it stops polling, lets the handlers under way
     finish for up to ``drain_timeout_s`` (a second signal stops waiting), settles them and
@@ -214,6 +226,11 @@ class Worker:
             self._add("rejected", 1)
             log.warning("message %d rejected (to the DLQ): %s", m.id, error)
             return Outcome(m, ack=False, error=error, dead_letter=True)
+        except Retry as exc:
+            error = str(exc) or "retry"
+            self._add("failed", 1)
+            log.warning("message %d failed (attempt %d): %s", m.id, m.attempts, error)
+            return Outcome(m, ack=False, error=error, delay_ms=exc.delay_ms)
         except BaseException as exc:  # (SystemExit too: the slot and the lease must end)
             error = f"{type(exc).__name__}: {exc}"
             self._add("failed", 1)

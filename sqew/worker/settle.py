@@ -36,12 +36,13 @@ ERROR_CHARS = 4096
 @dataclass(frozen=True)
 class Outcome:
     """What became of one handled message: ``ack``, or ``nack`` with ``error``
-    (``dead_letter`` for a ``Reject``)."""
+    (``dead_letter`` for a ``Reject``, ``delay_ms`` for a ``Retry`` that names one)."""
 
     message: models.LeasedMessage
     ack: bool
     error: str | None = None
     dead_letter: bool = False
+    delay_ms: int | None = None
 
 
 Counter = Callable[[str, int], None]
@@ -125,6 +126,8 @@ def _nack_item(outcome: Outcome) -> dict[str, Any]:
                             "error": (outcome.error or "")[:ERROR_CHARS] or None}
     if outcome.dead_letter:
         item["dead_letter"] = True
+    elif outcome.delay_ms is not None:
+        item["delay_ms"] = outcome.delay_ms
     return item
 
 
