@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sqew import errors, models
-from sqew.sqs import attributes, batches, inputs, messaging
+from sqew.sqs import attributes, batches, inputs, messaging, tags
 from sqew.sqs.errors import SqsError, from_sqew, invalid
 from sqew.sqs.urls import Context, is_name, queue_name
 
@@ -54,16 +54,24 @@ async def create_queue(ctx: Context, p: Params) -> Params:
     if not is_name(name):
         raise invalid(f"Queue name {name} is invalid: a sqew queue's name starts with a "
                       "letter or a digit")
-    if p.get("tags"):
-        raise SqsError("UnsupportedOperation", "Queue tags are not supported yet.")
     settings = attributes.to_settings(ctx, name, given)
+    data = attributes.data_of(given)
+    given_tags = tags.check(p.get("tags", {}))
+    if len(given_tags) > tags.MAX_TAGS:
+        raise invalid(f"Too many tags added for queue {name}: a queue has at most "
+                      f"{tags.MAX_TAGS} tags.")
     try:
         await ctx.service.create_queue(models.QueueCreate(name=name, **settings))
     except errors.QueueExists:
+        # (As on AWS, the tags of a CreateQueue for an existing queue are not compared.)
         queue = await ctx.service.get_queue(name)
-        if not attributes.same(ctx, queue, given):
+        if not attributes.same(ctx, queue, given, await ctx.service.sqs_data(name)):
             raise SqsError("QueueNameExists", f"A queue already exists with the same name "
                            f"({name}) and a different value for an attribute.") from None
+        return {"QueueUrl": ctx.queue_url(name)}
+    if data or given_tags:
+        new = {**data, **({"tags": given_tags} if given_tags else {})}
+        await ctx.service.change_sqs_data(name, lambda _: new)
     return {"QueueUrl": ctx.queue_url(name)}
 
 
@@ -109,8 +117,10 @@ async def delete_queue(ctx: Context, p: Params) -> Params:
 
 async def get_queue_attributes(ctx: Context, p: Params) -> Params:
     """GetQueueAttributes: the attributes named (``All``: every one)."""
-    queue = await ctx.service.get_queue(queue_name(p["QueueUrl"]))
-    got = attributes.read(ctx, queue, p.get("AttributeNames", []))
+    name = queue_name(p["QueueUrl"])
+    queue = await ctx.service.get_queue(name)
+    got = attributes.read(ctx, queue, p.get("AttributeNames", []),
+                          await ctx.service.sqs_data(name))
     return {"Attributes": got} if got else {}
 
 
@@ -118,7 +128,10 @@ async def set_queue_attributes(ctx: Context, p: Params) -> Params:
     """SetQueueAttributes: the settings the attributes map to (``sqew.sqs.attributes``)."""
     name = queue_name(p["QueueUrl"])
     settings = attributes.to_settings(ctx, name, p["Attributes"])
+    data = attributes.data_of(p["Attributes"])
     await ctx.service.update_queue(name, models.QueueSettings(**settings))
+    if data:
+        await ctx.service.change_sqs_data(name, lambda current: {**current, **data})
     return {}
 
 
@@ -138,5 +151,6 @@ ACTIONS: dict[str, Action] = {
     "PurgeQueue": purge_queue,
     **messaging.ACTIONS,
     **batches.ACTIONS,
+    **tags.ACTIONS,
 }
 """The actions sqew implements, by name (the rest of the model's: ``UnsupportedOperation``)."""

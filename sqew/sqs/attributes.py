@@ -6,7 +6,7 @@
 | MessageRetentionPeriod (s) | ``retention_ms`` |
 | MaximumMessageSize (bytes) | ``max_payload_bytes`` |
 | RedrivePolicy ``maxReceiveCount`` | ``max_attempts``, into the queue's ``<name>.dlq`` |
-| DelaySeconds, ReceiveMessageWaitTimeSeconds | 0 (sqew keeps no queue-level default) |
+| DelaySeconds, ReceiveMessageWaitTimeSeconds | the queue's SQS data (``sqew.core.sqs_data``) |
 
 Read-only: ``QueueArn``, the ``ApproximateNumberOf…`` counters (ready, leased, delayed),
 ``CreatedTimestamp`` and ``LastModifiedTimestamp`` (epoch seconds). Attribute names outside
@@ -21,6 +21,7 @@ import msgspec
 
 from sqew import models
 from sqew.core import rules
+from sqew.core.sqs_data import Data
 from sqew.sqs.errors import SqsError
 from sqew.sqs.urls import Context
 
@@ -42,11 +43,14 @@ NOT_YET = frozenset({
     "FifoThroughputLimit",
 })
 """Attributes of AWS's model that sqew does not implement yet (docs/sqs.md, "Roadmap")."""
-ZERO_ONLY = ("DelaySeconds", "ReceiveMessageWaitTimeSeconds")
+IN_DATA = ("DelaySeconds", "ReceiveMessageWaitTimeSeconds")
+"""Attributes kept in the queue's SQS data (sqew's settings have no field for them), applied
+by SendMessage and ReceiveMessage when a request gives none of its own."""
 
 
-def read(ctx: Context, queue: models.Queue, names: list[str]) -> dict[str, str]:
-    """The attributes ``names`` (``All``: every one) of ``queue`` (fetched with its stats)."""
+def read(ctx: Context, queue: models.Queue, names: list[str], data: Data) -> dict[str, str]:
+    """The attributes ``names`` (``All``: every one) of ``queue`` (fetched with its stats),
+    whose SQS data is ``data``."""
     stats = queue.stats
     assert not isinstance(stats, msgspec.UnsetType)  # (QueueService.get_queue reads them)
     every = {
@@ -59,8 +63,7 @@ def read(ctx: Context, queue: models.Queue, names: list[str]) -> dict[str, str]:
         "VisibilityTimeout": str(queue.visibility_ms // 1000),
         "MaximumMessageSize": str(queue.max_payload_bytes),
         "MessageRetentionPeriod": str(queue.retention_ms // 1000),
-        "DelaySeconds": "0",
-        "ReceiveMessageWaitTimeSeconds": "0",
+        **{name: str(data.get(name, 0)) for name in IN_DATA},
     }
     if queue.dlq is not None:
         every["RedrivePolicy"] = msgspec.json.encode({
@@ -99,15 +102,19 @@ def to_settings(ctx: Context, queue: str, given: dict[str, str]) -> dict[str, An
                 fields["retention_ms"] = seconds * 1000
             elif name == "MaximumMessageSize":
                 fields["max_payload_bytes"] = seconds
-            elif seconds != 0:  # ZERO_ONLY
-                raise _bad(name, "sqew keeps no queue-level default for it yet: give it per "
-                           "message (DelaySeconds) or per receive (WaitTimeSeconds)")
+            # (IN_DATA: checked here, kept by data_of)
     return fields
 
 
-def same(ctx: Context, queue: models.Queue, given: dict[str, str]) -> bool:
-    """Whether ``queue`` has the attributes ``given`` (an existing queue's CreateQueue)."""
-    current = read(ctx, queue, ["All"])
+def data_of(given: dict[str, str]) -> Data:
+    """What of the attributes ``given`` goes into the queue's SQS data (``IN_DATA``)."""
+    return {name: _integer(name, given[name]) for name in IN_DATA if name in given}
+
+
+def same(ctx: Context, queue: models.Queue, given: dict[str, str], data: Data) -> bool:
+    """Whether ``queue`` (SQS data ``data``) has the attributes ``given`` (an existing queue's
+    CreateQueue)."""
+    current = read(ctx, queue, ["All"], data)
     for name, value in given.items():
         if name == "FifoQueue":
             continue  # ("false": to_settings refused anything else)

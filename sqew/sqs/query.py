@@ -68,7 +68,8 @@ def _key(parent: Any, name: str, shape: Any) -> str:
         inner = _old_shape(shape.name).get("member", {}).get("locationName")
         if inner:
             return str(inner)
-    return str(_old_member(parent, name).get("locationName", name))
+    member = _old_member(parent, name)
+    return str(member.get("locationName") or _old_shape(shape.name).get("locationName", name))
 
 
 def _list_member(shape: Any) -> str:

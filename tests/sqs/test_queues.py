@@ -135,7 +135,8 @@ def test_set_queue_attributes(sqs: Any, queue: str) -> None:
     ({"VisibilityTimeout": "soon"}, "InvalidAttributeValue"),
     ({"MaximumMessageSize": "1023"}, "InvalidAttributeValue"),
     ({"MessageRetentionPeriod": "59"}, "InvalidAttributeValue"),
-    ({"DelaySeconds": "5"}, "InvalidAttributeValue"),
+    ({"DelaySeconds": "901"}, "InvalidAttributeValue"),
+    ({"ReceiveMessageWaitTimeSeconds": "21"}, "InvalidAttributeValue"),
     ({"RedrivePolicy": "{not json"}, "InvalidAttributeValue"),
     ({"RedrivePolicy": json.dumps({"maxReceiveCount": 0})}, "InvalidAttributeValue"),
     ({"RedrivePolicy": json.dumps({
