@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sqew import errors, models
-from sqew.sqs import attributes, batches, inputs, messaging, tags
+from sqew.sqs import attributes, batches, inputs, messaging, permissions, tags
 from sqew.sqs.errors import SqsError, from_sqew, invalid
 from sqew.sqs.urls import Context, is_name, queue_name
 
@@ -152,5 +152,6 @@ ACTIONS: dict[str, Action] = {
     **messaging.ACTIONS,
     **batches.ACTIONS,
     **tags.ACTIONS,
+    **permissions.ACTIONS,
 }
 """The actions sqew implements, by name (the rest of the model's: ``UnsupportedOperation``)."""

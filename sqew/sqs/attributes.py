@@ -7,6 +7,7 @@
 | MaximumMessageSize (bytes) | ``max_payload_bytes`` |
 | RedrivePolicy ``maxReceiveCount`` | ``max_attempts``, into the queue's ``<name>.dlq`` |
 | DelaySeconds, ReceiveMessageWaitTimeSeconds | the queue's SQS data (``sqew.core.sqs_data``) |
+| Policy (a JSON object; ``""``: none) | the queue's SQS data (``sqew.sqs.permissions``) |
 
 Read-only: ``QueueArn``, the ``ApproximateNumberOf…`` counters (ready, leased, delayed),
 ``CreatedTimestamp`` and ``LastModifiedTimestamp`` (epoch seconds). Attribute names outside
@@ -22,6 +23,7 @@ import msgspec
 from sqew import models
 from sqew.core import rules
 from sqew.core.sqs_data import Data
+from sqew.sqs import permissions
 from sqew.sqs.errors import SqsError
 from sqew.sqs.urls import Context
 
@@ -38,7 +40,7 @@ READ_ONLY = frozenset({
     "ApproximateNumberOfMessagesDelayed", "CreatedTimestamp", "LastModifiedTimestamp",
 })
 NOT_YET = frozenset({
-    "Policy", "KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds", "SqsManagedSseEnabled",
+    "KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds", "SqsManagedSseEnabled",
     "RedriveAllowPolicy", "ContentBasedDeduplication", "DeduplicationScope",
     "FifoThroughputLimit",
 })
@@ -69,6 +71,8 @@ def read(ctx: Context, queue: models.Queue, names: list[str], data: Data) -> dic
         every["RedrivePolicy"] = msgspec.json.encode({
             "deadLetterTargetArn": ctx.arn(queue.dlq), "maxReceiveCount": queue.max_attempts,
         }).decode()
+    if data.get("Policy"):
+        every["Policy"] = data["Policy"]
     if "All" in names:
         return every
     return {name: every[name] for name in names if name in every}
@@ -94,6 +98,8 @@ def to_settings(ctx: Context, queue: str, given: dict[str, str]) -> dict[str, An
             raise SqsError("UnsupportedOperation", f"The attribute {name} is not supported yet.")
         elif name == "RedrivePolicy":
             fields["max_attempts"] = _redrive(ctx, queue, value)
+        elif name == "Policy":
+            permissions.check_policy(value)  # (kept by data_of)
         else:
             seconds = _integer(name, value)
             if name == "VisibilityTimeout":
@@ -108,7 +114,10 @@ def to_settings(ctx: Context, queue: str, given: dict[str, str]) -> dict[str, An
 
 def data_of(given: dict[str, str]) -> Data:
     """What of the attributes ``given`` goes into the queue's SQS data (``IN_DATA``)."""
-    return {name: _integer(name, given[name]) for name in IN_DATA if name in given}
+    data: Data = {name: _integer(name, given[name]) for name in IN_DATA if name in given}
+    if "Policy" in given:
+        data["Policy"] = permissions.check_policy(given["Policy"])  # ("": none)
+    return data
 
 
 def same(ctx: Context, queue: models.Queue, given: dict[str, str], data: Data) -> bool:
@@ -118,10 +127,14 @@ def same(ctx: Context, queue: models.Queue, given: dict[str, str], data: Data) -
     for name, value in given.items():
         if name == "FifoQueue":
             continue  # ("false": to_settings refused anything else)
-        if name == "RedrivePolicy":
-            if rules.is_dlq(queue.name) or _redrive(ctx, queue.name, value) != queue.max_attempts:
-                return False
-        elif current.get(name) != str(_integer(name, value)):
+        if name == "Policy":
+            kept = current.get("Policy", "") == value
+        elif name == "RedrivePolicy":
+            kept = not rules.is_dlq(queue.name) and (
+                _redrive(ctx, queue.name, value) == queue.max_attempts)
+        else:
+            kept = current.get(name) == str(_integer(name, value))
+        if not kept:
             return False
     return True
 

@@ -62,8 +62,8 @@ def assert_error(r: httpx.Response, status: int, code: str, legacy: str | None =
     ("AmazonSQS.SendMessageBatch", '{"QueueUrl": "q", "Entries": {}}', "InvalidParameterValue"),
     ("AmazonSQS.GetQueueAttributes", '{"QueueUrl": "q", "AttributeNames": ["Bad"]}',
      "InvalidAttributeName"),
-    ("AmazonSQS.AddPermission", '{"QueueUrl": "q", "Label": "l", "AWSAccountIds": ["1"], '
-     '"Actions": ["SendMessage"]}', "UnsupportedOperation"),
+    ("AmazonSQS.StartMessageMoveTask", '{"SourceArn": "arn:aws:sqs:us-east-1:1:q"}',
+     "UnsupportedOperation"),
 ])
 def test_malformed_requests_get_aws_errors(http: httpx.Client, server: ServerThread,
                                            target: str | None, body: str, code: str) -> None:

@@ -145,7 +145,8 @@ def test_set_queue_attributes(sqs: Any, queue: str) -> None:
     ({"QueueArn": "arn:aws:sqs:us-east-1:123456789012:x"}, "InvalidAttributeName"),
     ({"Bogus": "1"}, "InvalidAttributeName"),
     ({"FifoQueue": "true"}, "UnsupportedOperation"),
-    ({"Policy": "{}"}, "UnsupportedOperation"),
+    ({"Policy": "[not an object]"}, "InvalidAttributeValue"),
+    ({"KmsMasterKeyId": "alias/x"}, "UnsupportedOperation"),
 ])
 def test_set_queue_attributes_refusals(sqs: Any, queue: str, attributes: dict[str, str],
                                        error: str) -> None:
