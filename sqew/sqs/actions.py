@@ -7,14 +7,13 @@ An action of the model that sqew does not implement yet answers ``UnsupportedOpe
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sqew import errors, models
-from sqew.sqs import attributes, batches, inputs, messaging, permissions, tags
+from sqew.core import rules
+from sqew.sqs import attributes, batches, inputs, messaging, permissions, redrive, tags
 from sqew.sqs.errors import SqsError, from_sqew, invalid
 from sqew.sqs.urls import Context, is_name, queue_name
 
@@ -22,7 +21,6 @@ Params = dict[str, Any]
 Action = Callable[[Context, Params], Awaitable[Params]]
 
 _SQS_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
-MAX_LIST = 1000
 
 
 async def run(ctx: Context, action: str, params: Any) -> Params:
@@ -88,25 +86,9 @@ async def list_queues(ctx: Context, p: Params) -> Params:
     """ListQueues: URLs of the queues (DLQs too) by name, after ``QueueNamePrefix``; pages
     of ``MaxResults`` (1-1000) with a ``NextToken`` when there are more."""
     prefix: str = p.get("QueueNamePrefix", "")
-    most: int | None = p.get("MaxResults")
-    if most is not None and not 1 <= most <= MAX_LIST:
-        raise invalid(f"Value {most} for parameter MaxResults is invalid. Reason: MaxResults "
-                      f"must be an integer between 1 and {MAX_LIST}.")
-    after = _token_name(p["NextToken"]) if "NextToken" in p else None
-    names = sorted(q.name for q in await ctx.service.list_queues()
-                   if q.name.startswith(prefix) and (after is None or q.name > after))
-    page = names[: most or MAX_LIST]
-    out: Params = {"QueueUrls": [ctx.queue_url(n) for n in page]} if page else {}
-    if most is not None and len(names) > len(page):
-        out["NextToken"] = base64.urlsafe_b64encode(page[-1].encode()).decode()
-    return out
-
-
-def _token_name(token: str) -> str:
-    try:
-        return base64.urlsafe_b64decode(token.encode("ascii")).decode()
-    except (ValueError, UnicodeError, binascii.Error):
-        raise invalid("Invalid NextToken value.") from None
+    names = sorted(q.name for q in await ctx.service.list_queues() if q.name.startswith(prefix))
+    out = redrive.page(names, p, ctx, "QueueUrls")
+    return out if out["QueueUrls"] else {}
 
 
 async def delete_queue(ctx: Context, p: Params) -> Params:
@@ -129,6 +111,13 @@ async def set_queue_attributes(ctx: Context, p: Params) -> Params:
     name = queue_name(p["QueueUrl"])
     settings = attributes.to_settings(ctx, name, p["Attributes"])
     data = attributes.data_of(p["Attributes"])
+    if "RedrivePolicy" in p["Attributes"]:
+        target = rules.dlq_name(name)
+        if not redrive.allows(ctx, await ctx.service.sqs_data(target), name):
+            raise invalid(f"Value {p['Attributes']['RedrivePolicy']} for parameter "
+                          f"RedrivePolicy is invalid. Reason: the RedriveAllowPolicy of "
+                          f"{target} does not allow {name} to name it as its dead-letter "
+                          "queue.")
     await ctx.service.update_queue(name, models.QueueSettings(**settings))
     if data:
         await ctx.service.change_sqs_data(name, lambda current: {**current, **data})
@@ -153,5 +142,6 @@ ACTIONS: dict[str, Action] = {
     **batches.ACTIONS,
     **tags.ACTIONS,
     **permissions.ACTIONS,
+    **redrive.ACTIONS,
 }
 """The actions sqew implements, by name (the rest of the model's: ``UnsupportedOperation``)."""

@@ -8,6 +8,7 @@
 | RedrivePolicy ``maxReceiveCount`` | ``max_attempts``, into the queue's ``<name>.dlq`` |
 | DelaySeconds, ReceiveMessageWaitTimeSeconds | the queue's SQS data (``sqew.core.sqs_data``) |
 | Policy (a JSON object; ``""``: none) | the queue's SQS data (``sqew.sqs.permissions``) |
+| RedriveAllowPolicy (``""``: none) | the queue's SQS data (``sqew.sqs.redrive``) |
 
 Read-only: ``QueueArn``, the ``ApproximateNumberOf…`` counters (ready, leased, delayed),
 ``CreatedTimestamp`` and ``LastModifiedTimestamp`` (epoch seconds). Attribute names outside
@@ -23,7 +24,7 @@ import msgspec
 from sqew import models
 from sqew.core import rules
 from sqew.core.sqs_data import Data
-from sqew.sqs import permissions
+from sqew.sqs import permissions, redrive
 from sqew.sqs.errors import SqsError
 from sqew.sqs.urls import Context
 
@@ -41,7 +42,7 @@ READ_ONLY = frozenset({
 })
 NOT_YET = frozenset({
     "KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds", "SqsManagedSseEnabled",
-    "RedriveAllowPolicy", "ContentBasedDeduplication", "DeduplicationScope",
+    "ContentBasedDeduplication", "DeduplicationScope",
     "FifoThroughputLimit",
 })
 """Attributes of AWS's model that sqew does not implement yet (docs/sqs.md, "Roadmap")."""
@@ -71,8 +72,7 @@ def read(ctx: Context, queue: models.Queue, names: list[str], data: Data) -> dic
         every["RedrivePolicy"] = msgspec.json.encode({
             "deadLetterTargetArn": ctx.arn(queue.dlq), "maxReceiveCount": queue.max_attempts,
         }).decode()
-    if data.get("Policy"):
-        every["Policy"] = data["Policy"]
+    every.update({k: data[k] for k in ("Policy", "RedriveAllowPolicy") if data.get(k)})
     if "All" in names:
         return every
     return {name: every[name] for name in names if name in every}
@@ -100,6 +100,8 @@ def to_settings(ctx: Context, queue: str, given: dict[str, str]) -> dict[str, An
             fields["max_attempts"] = _redrive(ctx, queue, value)
         elif name == "Policy":
             permissions.check_policy(value)  # (kept by data_of)
+        elif name == "RedriveAllowPolicy":
+            redrive.check_allow_policy(ctx, value)  # (kept by data_of)
         else:
             seconds = _integer(name, value)
             if name == "VisibilityTimeout":
@@ -117,6 +119,8 @@ def data_of(given: dict[str, str]) -> Data:
     data: Data = {name: _integer(name, given[name]) for name in IN_DATA if name in given}
     if "Policy" in given:
         data["Policy"] = permissions.check_policy(given["Policy"])  # ("": none)
+    if "RedriveAllowPolicy" in given:
+        data["RedriveAllowPolicy"] = given["RedriveAllowPolicy"]  # (checked by to_settings)
     return data
 
 
@@ -127,8 +131,8 @@ def same(ctx: Context, queue: models.Queue, given: dict[str, str], data: Data) -
     for name, value in given.items():
         if name == "FifoQueue":
             continue  # ("false": to_settings refused anything else)
-        if name == "Policy":
-            kept = current.get("Policy", "") == value
+        if name in ("Policy", "RedriveAllowPolicy"):
+            kept = current.get(name, "") == value
         elif name == "RedrivePolicy":
             kept = not rules.is_dlq(queue.name) and (
                 _redrive(ctx, queue.name, value) == queue.max_attempts)
