@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from .test_query import query_client_for
+
 
 def policy(sqs: Any, queue: str) -> dict[str, Any] | None:
     got = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["All"])["Attributes"]
@@ -75,3 +77,19 @@ def test_a_policy_set_as_an_attribute(sqs: Any, queue: str) -> None:
     assert [s["Action"] for s in policy(sqs, queue)["Statement"]] == ["SQS:*"]  # type: ignore[index]
     sqs.set_queue_attributes(QueueUrl=queue, Attributes={"Policy": ""})
     assert policy(sqs, queue) is None
+
+
+def test_permissions_and_dead_letter_sources_over_query(server: Any, sqs: Any,
+                                                        queue: str) -> None:
+    q = query_client_for(server.url)
+    try:
+        q.add_permission(QueueUrl=queue, Label="q", AWSAccountIds=["111122223333"],
+                         Actions=["SendMessage", "GetQueueUrl"])
+        statement = policy(sqs, queue)["Statement"][0]  # type: ignore[index]
+        assert statement["Action"] == ["SQS:SendMessage", "SQS:GetQueueUrl"]
+        q.remove_permission(QueueUrl=queue, Label="q")
+        assert policy(sqs, queue) is None
+        dlq = queue + ".dlq"
+        assert q.list_dead_letter_source_queues(QueueUrl=dlq)["queueUrls"] == [queue]
+    finally:
+        q.close()
