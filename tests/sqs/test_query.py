@@ -4,6 +4,7 @@ and the AWS CLI."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -207,3 +208,29 @@ def test_aws_cli_smoke(server: ServerThread, tmp_path: Path,
             client.get_queue_url(QueueName="cli-smoke")
     finally:
         client.close()
+
+
+def test_no_query_input_is_a_500(http: httpx.Client, server: ServerThread, sqs: Any) -> None:
+    """Every member of every action's Query input (by its member name and its Query names),
+    given junk, alone or as the first item of a list or map: AWS errors in XML, never a 500.
+    (The queue is the test's own: a DeleteQueue among the requests may remove it.)"""
+    queue = sqs.create_queue(QueueName="query-fuzz")["QueueUrl"]
+    model = json.loads((query.MODEL_DIR / "sqs" / "2012-11-05" / "service-2.json").read_text())
+    shapes = model["shapes"]
+    base = {"QueueUrl": queue, "QueueName": "n", "MessageBody": "b", "ReceiptHandle": "h"}
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    for action, op in model["operations"].items():
+        for member, spec in shapes[op["input"]["shape"]]["members"].items():
+            target = shapes[spec["shape"]]
+            names = {member, spec.get("locationName", member), target.get("locationName", member),
+                     target.get("member", {}).get("locationName", member)}
+            for name in names:
+                for suffix in ("", ".1", ".1.Name", ".1.Value.DataType"):
+                    for value in ("", "x", "-1", "99999999999999999999"):
+                        r = http.post(server.url + "/", headers=form, data={
+                            **base, "Action": action, name + suffix: value})
+                        assert r.status_code < 500, (action, name + suffix, value, r.text)
+                        if r.status_code != 200:
+                            assert ET.fromstring(r.text).tag.endswith("ErrorResponse"), r.text
+    with contextlib.suppress(sqs.exceptions.QueueDoesNotExist):
+        sqs.delete_queue(QueueUrl=queue)
