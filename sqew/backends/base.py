@@ -1,11 +1,11 @@
 """The storage contract: what QueueService needs from a database, documented once.
 
 A ``Backend`` opens transactions; a transaction (``Tx``) offers small, single-purpose
-statements (those of API keys in ``key_contract``, the reaper's in ``reap_contract``; the
-write session, the fast paths, the waiter and the lead in ``coordination``; the rows in
-``rows``). All rules (validation, backoff, quotas, dead-lettering decisions) live in
-``sqew.core``; a backend only stores and fetches, atomically. Every ``Tx`` method is part of
-the one transaction the ``Tx`` is.
+statements (those of API keys in ``key_contract``, the reaper's in ``reap_contract``, the SQS
+data's in ``sqs_contract``; the write session, the fast paths, the waiter and the lead in
+``coordination``; the rows in ``rows``). All rules (validation, backoff, quotas,
+dead-lettering decisions) live in ``sqew.core``; a backend only stores and fetches,
+atomically. Every ``Tx`` method is part of the one transaction the ``Tx`` is.
 
 What a second backend implements:
 
@@ -35,7 +35,8 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-# What a backend offers besides transactions (re-exported: they belong to the contract too).
+# Re-exported (they belong to the contract too): what a backend offers besides transactions,
+# the rows the contract's statements take and return.
 from sqew.backends.coordination import MISSED as MISSED
 from sqew.backends.coordination import FastPaths as FastPaths
 from sqew.backends.coordination import Lead as Lead
@@ -45,8 +46,6 @@ from sqew.backends.coordination import Waiter as Waiter
 from sqew.backends.coordination import WriteSession as WriteSession
 from sqew.backends.key_contract import KeyStatementsContract
 from sqew.backends.reap_contract import ReapStatementsContract
-
-# The rows the contract's statements take and return (re-exported: they belong to it).
 from sqew.backends.rows import ClaimQueue as ClaimQueue
 from sqew.backends.rows import KeyRow as KeyRow
 from sqew.backends.rows import LiveCounts as LiveCounts
@@ -55,10 +54,11 @@ from sqew.backends.rows import NewMessage as NewMessage
 from sqew.backends.rows import QueueCounts as QueueCounts
 from sqew.backends.rows import QueueLimits as QueueLimits
 from sqew.backends.rows import QueueRow as QueueRow
+from sqew.backends.sqs_contract import SqsStatementsContract
 from sqew.core.clock import Clock, system_clock
 
 
-class Tx(KeyStatementsContract, ReapStatementsContract, abc.ABC):
+class Tx(KeyStatementsContract, ReapStatementsContract, SqsStatementsContract, abc.ABC):
     """One database transaction. Every method is one (or a few) statements."""
 
     @abc.abstractmethod

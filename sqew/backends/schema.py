@@ -76,6 +76,9 @@ queues = Table(
     # Bumped by every commit that may have made a message of the queue ready (``Tx.notify``
     # on SQLite): what other processes' long polls watch.
     Column("wakeups", BigInteger, nullable=False, server_default=text("0")),
+    # What the SQS endpoint keeps of a queue that sqew's settings have no field for (tags,
+    # queue-level delay and receive wait): a JSON object, null when there is nothing.
+    Column("sqs", Text, nullable=True),
     sqlite_autoincrement=True,
 )
 

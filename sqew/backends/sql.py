@@ -29,6 +29,7 @@ from sqew.backends.sql_keys import KeyStatements
 from sqew.backends.sql_queues import ENDED_LEASES, QueueStatements
 from sqew.backends.sql_reaps import ReapStatements
 from sqew.backends.sql_scans import ScanStatements
+from sqew.backends.sql_sqs import SqsStatements
 
 _KEYS_PER_LOOKUP = 500  # idempotency keys looked up per statement (a batch holds up to 1000)
 INSERT_CHUNK = 100
@@ -41,7 +42,7 @@ LEASE_EXPIRED = "lease expired"
 
 class SqlTx(
     ByNameStatements, HeldStatements, QueueStatements, KeyStatements, ScanStatements,
-    ReapStatements, Tx,
+    ReapStatements, SqsStatements, Tx,
 ):
     """The contract's statements on one DB-API connection inside an open transaction.
 

@@ -40,13 +40,14 @@ from sqew.core import (
 )
 from sqew.core.clock import Clock
 from sqew.core.rules import check_range
+from sqew.core.sqs_data import SqsDataMethods
 from sqew.core.writer import NO_OBSERVER, Offload, Op, WriteObserver, inline
 
 log = logging.getLogger("sqew.service")
 T = TypeVar("T")
 
 
-class QueueService:
+class QueueService(SqsDataMethods):
     """The queue engine over a storage backend.
 
     Args:

@@ -7,14 +7,13 @@ An action of the model that sqew does not implement yet answers ``UnsupportedOpe
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sqew import errors, models
-from sqew.sqs import attributes, batches, inputs, messaging
+from sqew.core import rules
+from sqew.sqs import attributes, batches, inputs, messaging, permissions, redrive, tags
 from sqew.sqs.errors import SqsError, from_sqew, invalid
 from sqew.sqs.urls import Context, is_name, queue_name
 
@@ -22,7 +21,6 @@ Params = dict[str, Any]
 Action = Callable[[Context, Params], Awaitable[Params]]
 
 _SQS_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
-MAX_LIST = 1000
 
 
 async def run(ctx: Context, action: str, params: Any) -> Params:
@@ -54,16 +52,24 @@ async def create_queue(ctx: Context, p: Params) -> Params:
     if not is_name(name):
         raise invalid(f"Queue name {name} is invalid: a sqew queue's name starts with a "
                       "letter or a digit")
-    if p.get("tags"):
-        raise SqsError("UnsupportedOperation", "Queue tags are not supported yet.")
     settings = attributes.to_settings(ctx, name, given)
+    data = attributes.data_of(given)
+    given_tags = tags.check(p.get("tags", {}))
+    if len(given_tags) > tags.MAX_TAGS:
+        raise invalid(f"Too many tags added for queue {name}: a queue has at most "
+                      f"{tags.MAX_TAGS} tags.")
     try:
         await ctx.service.create_queue(models.QueueCreate(name=name, **settings))
     except errors.QueueExists:
+        # (As on AWS, the tags of a CreateQueue for an existing queue are not compared.)
         queue = await ctx.service.get_queue(name)
-        if not attributes.same(ctx, queue, given):
+        if not attributes.same(ctx, queue, given, await ctx.service.sqs_data(name)):
             raise SqsError("QueueNameExists", f"A queue already exists with the same name "
                            f"({name}) and a different value for an attribute.") from None
+        return {"QueueUrl": ctx.queue_url(name)}
+    if data or given_tags:
+        new = {**data, **({"tags": given_tags} if given_tags else {})}
+        await ctx.service.change_sqs_data(name, lambda _: new)
     return {"QueueUrl": ctx.queue_url(name)}
 
 
@@ -80,26 +86,10 @@ async def list_queues(ctx: Context, p: Params) -> Params:
     """ListQueues: URLs of the queues (DLQs too) by name, after ``QueueNamePrefix``; pages
     of ``MaxResults`` (1-1000) with a ``NextToken`` when there are more."""
     prefix: str = p.get("QueueNamePrefix", "")
-    most: int | None = p.get("MaxResults")
-    if most is not None and not 1 <= most <= MAX_LIST:
-        raise invalid(f"Value {most} for parameter MaxResults is invalid. Reason: MaxResults "
-                      f"must be an integer between 1 and {MAX_LIST}.")
-    after = _token_name(p["NextToken"]) if "NextToken" in p else None
     names = sorted(q.name for q in await ctx.service.list_queues()
-                   if q.name.startswith(prefix) and (after is None or q.name > after)
-                   and (ctx.reaches is None or ctx.reaches(q.name)))
-    page = names[: most or MAX_LIST]
-    out: Params = {"QueueUrls": [ctx.queue_url(n) for n in page]} if page else {}
-    if most is not None and len(names) > len(page):
-        out["NextToken"] = base64.urlsafe_b64encode(page[-1].encode()).decode()
-    return out
-
-
-def _token_name(token: str) -> str:
-    try:
-        return base64.urlsafe_b64decode(token.encode("ascii")).decode()
-    except (ValueError, UnicodeError, binascii.Error):
-        raise invalid("Invalid NextToken value.") from None
+                   if q.name.startswith(prefix) and (ctx.reaches is None or ctx.reaches(q.name)))
+    out = redrive.page(names, p, ctx, "QueueUrls")
+    return out if out["QueueUrls"] else {}
 
 
 async def delete_queue(ctx: Context, p: Params) -> Params:
@@ -110,8 +100,10 @@ async def delete_queue(ctx: Context, p: Params) -> Params:
 
 async def get_queue_attributes(ctx: Context, p: Params) -> Params:
     """GetQueueAttributes: the attributes named (``All``: every one)."""
-    queue = await ctx.service.get_queue(queue_name(p["QueueUrl"]))
-    got = attributes.read(ctx, queue, p.get("AttributeNames", []))
+    name = queue_name(p["QueueUrl"])
+    queue = await ctx.service.get_queue(name)
+    got = attributes.read(ctx, queue, p.get("AttributeNames", []),
+                          await ctx.service.sqs_data(name))
     return {"Attributes": got} if got else {}
 
 
@@ -119,7 +111,17 @@ async def set_queue_attributes(ctx: Context, p: Params) -> Params:
     """SetQueueAttributes: the settings the attributes map to (``sqew.sqs.attributes``)."""
     name = queue_name(p["QueueUrl"])
     settings = attributes.to_settings(ctx, name, p["Attributes"])
+    data = attributes.data_of(p["Attributes"])
+    if "RedrivePolicy" in p["Attributes"]:
+        target = rules.dlq_name(name)
+        if not redrive.allows(ctx, await ctx.service.sqs_data(target), name):
+            raise invalid(f"Value {p['Attributes']['RedrivePolicy']} for parameter "
+                          f"RedrivePolicy is invalid. Reason: the RedriveAllowPolicy of "
+                          f"{target} does not allow {name} to name it as its dead-letter "
+                          "queue.")
     await ctx.service.update_queue(name, models.QueueSettings(**settings))
+    if data:
+        await ctx.service.change_sqs_data(name, lambda current: {**current, **data})
     return {}
 
 
@@ -139,5 +141,8 @@ ACTIONS: dict[str, Action] = {
     "PurgeQueue": purge_queue,
     **messaging.ACTIONS,
     **batches.ACTIONS,
+    **tags.ACTIONS,
+    **permissions.ACTIONS,
+    **redrive.ACTIONS,
 }
 """The actions sqew implements, by name (the rest of the model's: ``UnsupportedOperation``)."""

@@ -6,7 +6,9 @@
 | MessageRetentionPeriod (s) | ``retention_ms`` |
 | MaximumMessageSize (bytes) | ``max_payload_bytes`` |
 | RedrivePolicy ``maxReceiveCount`` | ``max_attempts``, into the queue's ``<name>.dlq`` |
-| DelaySeconds, ReceiveMessageWaitTimeSeconds | 0 (sqew keeps no queue-level default) |
+| DelaySeconds, ReceiveMessageWaitTimeSeconds | the queue's SQS data (``sqew.core.sqs_data``) |
+| Policy (a JSON object; ``""``: none) | the queue's SQS data (``sqew.sqs.permissions``) |
+| RedriveAllowPolicy (``""``: none) | the queue's SQS data (``sqew.sqs.redrive``) |
 
 Read-only: ``QueueArn``, the ``ApproximateNumberOf…`` counters (ready, leased, delayed),
 ``CreatedTimestamp`` and ``LastModifiedTimestamp`` (epoch seconds). Attribute names outside
@@ -21,6 +23,8 @@ import msgspec
 
 from sqew import models
 from sqew.core import rules
+from sqew.core.sqs_data import Data
+from sqew.sqs import permissions, redrive
 from sqew.sqs.errors import SqsError
 from sqew.sqs.urls import Context
 
@@ -37,16 +41,19 @@ READ_ONLY = frozenset({
     "ApproximateNumberOfMessagesDelayed", "CreatedTimestamp", "LastModifiedTimestamp",
 })
 NOT_YET = frozenset({
-    "Policy", "KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds", "SqsManagedSseEnabled",
-    "RedriveAllowPolicy", "ContentBasedDeduplication", "DeduplicationScope",
+    "KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds", "SqsManagedSseEnabled",
+    "ContentBasedDeduplication", "DeduplicationScope",
     "FifoThroughputLimit",
 })
 """Attributes of AWS's model that sqew does not implement yet (docs/sqs.md, "Roadmap")."""
-ZERO_ONLY = ("DelaySeconds", "ReceiveMessageWaitTimeSeconds")
+IN_DATA = ("DelaySeconds", "ReceiveMessageWaitTimeSeconds")
+"""Attributes kept in the queue's SQS data (sqew's settings have no field for them), applied
+by SendMessage and ReceiveMessage when a request gives none of its own."""
 
 
-def read(ctx: Context, queue: models.Queue, names: list[str]) -> dict[str, str]:
-    """The attributes ``names`` (``All``: every one) of ``queue`` (fetched with its stats)."""
+def read(ctx: Context, queue: models.Queue, names: list[str], data: Data) -> dict[str, str]:
+    """The attributes ``names`` (``All``: every one) of ``queue`` (fetched with its stats),
+    whose SQS data is ``data``."""
     stats = queue.stats
     assert not isinstance(stats, msgspec.UnsetType)  # (QueueService.get_queue reads them)
     every = {
@@ -59,13 +66,13 @@ def read(ctx: Context, queue: models.Queue, names: list[str]) -> dict[str, str]:
         "VisibilityTimeout": str(queue.visibility_ms // 1000),
         "MaximumMessageSize": str(queue.max_payload_bytes),
         "MessageRetentionPeriod": str(queue.retention_ms // 1000),
-        "DelaySeconds": "0",
-        "ReceiveMessageWaitTimeSeconds": "0",
+        **{name: str(data.get(name, 0)) for name in IN_DATA},
     }
     if queue.dlq is not None:
         every["RedrivePolicy"] = msgspec.json.encode({
             "deadLetterTargetArn": ctx.arn(queue.dlq), "maxReceiveCount": queue.max_attempts,
         }).decode()
+    every.update({k: data[k] for k in ("Policy", "RedriveAllowPolicy") if data.get(k)})
     if "All" in names:
         return every
     return {name: every[name] for name in names if name in every}
@@ -91,6 +98,10 @@ def to_settings(ctx: Context, queue: str, given: dict[str, str]) -> dict[str, An
             raise SqsError("UnsupportedOperation", f"The attribute {name} is not supported yet.")
         elif name == "RedrivePolicy":
             fields["max_attempts"] = _redrive(ctx, queue, value)
+        elif name == "Policy":
+            permissions.check_policy(value)  # (kept by data_of)
+        elif name == "RedriveAllowPolicy":
+            redrive.check_allow_policy(ctx, value)  # (kept by data_of)
         else:
             seconds = _integer(name, value)
             if name == "VisibilityTimeout":
@@ -99,22 +110,35 @@ def to_settings(ctx: Context, queue: str, given: dict[str, str]) -> dict[str, An
                 fields["retention_ms"] = seconds * 1000
             elif name == "MaximumMessageSize":
                 fields["max_payload_bytes"] = seconds
-            elif seconds != 0:  # ZERO_ONLY
-                raise _bad(name, "sqew keeps no queue-level default for it yet: give it per "
-                           "message (DelaySeconds) or per receive (WaitTimeSeconds)")
+            # (IN_DATA: checked here, kept by data_of)
     return fields
 
 
-def same(ctx: Context, queue: models.Queue, given: dict[str, str]) -> bool:
-    """Whether ``queue`` has the attributes ``given`` (an existing queue's CreateQueue)."""
-    current = read(ctx, queue, ["All"])
+def data_of(given: dict[str, str]) -> Data:
+    """What of the attributes ``given`` goes into the queue's SQS data (``IN_DATA``)."""
+    data: Data = {name: _integer(name, given[name]) for name in IN_DATA if name in given}
+    if "Policy" in given:
+        data["Policy"] = permissions.check_policy(given["Policy"])  # ("": none)
+    if "RedriveAllowPolicy" in given:
+        data["RedriveAllowPolicy"] = given["RedriveAllowPolicy"]  # (checked by to_settings)
+    return data
+
+
+def same(ctx: Context, queue: models.Queue, given: dict[str, str], data: Data) -> bool:
+    """Whether ``queue`` (SQS data ``data``) has the attributes ``given`` (an existing queue's
+    CreateQueue)."""
+    current = read(ctx, queue, ["All"], data)
     for name, value in given.items():
         if name == "FifoQueue":
             continue  # ("false": to_settings refused anything else)
-        if name == "RedrivePolicy":
-            if rules.is_dlq(queue.name) or _redrive(ctx, queue.name, value) != queue.max_attempts:
-                return False
-        elif current.get(name) != str(_integer(name, value)):
+        if name in ("Policy", "RedriveAllowPolicy"):
+            kept = current.get(name, "") == value
+        elif name == "RedrivePolicy":
+            kept = not rules.is_dlq(queue.name) and (
+                _redrive(ctx, queue.name, value) == queue.max_attempts)
+        else:
+            kept = current.get(name) == str(_integer(name, value))
+        if not kept:
             return False
     return True
 

@@ -61,10 +61,13 @@ async def send_message_batch(ctx: Context, p: Params) -> Params:
     ok: list[tuple[str, envelope.Parts, models.MessageIn]] = []
     bad: list[Params] = []
     total = 0
-    for entry in entries(p, "SendMessageBatch"):
+    given = entries(p, "SendMessageBatch")
+    default = 0 if all("DelaySeconds" in e for e in given) else (
+        await messaging.queue_default(ctx, name, "DelaySeconds"))
+    for entry in given:
         try:
             parts, size = messaging.parts_of(entry)
-            message = envelope.to_message(parts, messaging.delay_ms(entry),
+            message = envelope.to_message(parts, messaging.delay_ms(entry, default),
                                           ctx.max_json_depth)
         except SqsError as exc:
             bad.append(failed(entry["Id"], exc))

@@ -56,9 +56,15 @@ def parts_of(p: Params) -> tuple[envelope.Parts, int]:
     return parts, size
 
 
-def delay_ms(p: Params) -> int:
-    """A send's ``DelaySeconds`` (0-900) in ms."""
-    return seconds(p, "DelaySeconds", 0, MAX_DELAY_S, 0) * 1000
+def delay_ms(p: Params, default_s: int = 0) -> int:
+    """A send's ``DelaySeconds`` (0-900; ``default_s``, the queue's, when absent) in ms."""
+    return seconds(p, "DelaySeconds", 0, MAX_DELAY_S, default_s) * 1000
+
+
+async def queue_default(ctx: Context, queue: str, name: str) -> int:
+    """The queue-level ``DelaySeconds`` or ``ReceiveMessageWaitTimeSeconds`` of ``queue``."""
+    value: int = (await ctx.service.sqs_data(queue)).get(name, 0)
+    return value
 
 
 def seconds(p: Params, name: str, low: int, high: int, default: int) -> int:
@@ -84,7 +90,8 @@ async def send_message(ctx: Context, p: Params) -> Params:
     """SendMessage: enqueue the body with its attributes, delayed by ``DelaySeconds``."""
     name = queue_name(p["QueueUrl"])
     parts, _ = parts_of(p)
-    message = envelope.to_message(parts, delay_ms(p), ctx.max_json_depth)
+    default = 0 if "DelaySeconds" in p else await queue_default(ctx, name, "DelaySeconds")
+    message = envelope.to_message(parts, delay_ms(p, default), ctx.max_json_depth)
     (result,) = await ctx.service.enqueue(name, [message], UNSIGNED)
     return sent(parts, result.message_id)
 
@@ -95,7 +102,8 @@ async def receive_message(ctx: Context, p: Params) -> Params:
     asked for come with each."""
     name = queue_name(p["QueueUrl"])
     most = seconds(p, "MaxNumberOfMessages", 1, MAX_RECEIVE, 1)
-    wait = seconds(p, "WaitTimeSeconds", 0, MAX_WAIT_S, 0)
+    wait = seconds(p, "WaitTimeSeconds", 0, MAX_WAIT_S, 0) if "WaitTimeSeconds" in p else (
+        await queue_default(ctx, name, "ReceiveMessageWaitTimeSeconds"))
     visibility = p.get("VisibilityTimeout")
     if visibility is not None:
         visibility = seconds(p, "VisibilityTimeout", 0, MAX_VISIBILITY_S, 0) * 1000

@@ -1,4 +1,5 @@
-"""AWS's JSON 1.0 protocol for SQS: a request's action and input, an answer's bytes.
+"""AWS's JSON 1.0 protocol for SQS: a request's action and input, an answer's bytes; and the
+entry of the Query protocol (``sqew.sqs.query``), which runs the same actions.
 
 A request is a ``POST`` (to ``/`` or to a queue's URL) with ``X-Amz-Target:
 AmazonSQS.<Action>`` and a JSON object of the action's input. The answer is the action's output
@@ -18,7 +19,7 @@ from typing import Any
 import msgspec
 
 from sqew import jsonlimits
-from sqew.sqs import actions, service
+from sqew.sqs import actions, query, service
 from sqew.sqs.errors import SqsError
 from sqew.sqs.urls import Context
 
@@ -48,14 +49,34 @@ async def answer(ctx: Context, target: str | None, body: bytes) -> Answer:
         if ctx.authorize is not None:
             ctx.authorize(action, params)
         output = await actions.run(ctx, action, params)
-    except SqsError as exc:
-        return error(exc, request_id)
-    except Exception:
-        log.exception("SQS request %s failed", request_id)
-        return error(SqsError("InternalFailure", "The request processing has failed because "
-                              "of an unknown error, exception or failure.", sender=False),
-                     request_id)
+    except Exception as exc:
+        return error(_sqs_error(exc, request_id), request_id)
     return Answer(200, _headers(request_id), msgspec.json.encode(output))
+
+
+async def answer_query(ctx: Context, form: query.Form,
+                       path_queue_url: str | None = None) -> Answer:
+    """The answer to an SQS request of the Query protocol (its parameters ``form``; made to
+    the queue URL ``path_queue_url``, if so): XML, errors included."""
+    request_id = str(uuid.uuid4())
+    try:
+        action, params = query.decode(form, path_queue_url)
+        if ctx.authorize is not None:
+            ctx.authorize(action, params)
+        output = await actions.run(ctx, action, params)
+    except Exception as exc:
+        return query_error(_sqs_error(exc, request_id), request_id)
+    return Answer(200, _xml_headers(request_id), query.encode(action, output, request_id))
+
+
+def _sqs_error(exc: Exception, request_id: str) -> SqsError:
+    """``exc`` as an answer; an unexpected failure is logged, its details kept from the
+    client."""
+    if isinstance(exc, SqsError):
+        return exc
+    log.error("SQS request %s failed", request_id, exc_info=exc)
+    return SqsError("InternalFailure", "The request processing has failed because of an "
+                    "unknown error, exception or failure.", sender=False)
 
 
 def action_of(target: str | None) -> str:
@@ -66,7 +87,7 @@ def action_of(target: str | None) -> str:
     """
     if target is None:
         raise SqsError("InvalidAction", "The request has no X-Amz-Target header "
-                       "(AmazonSQS.<Action>); the Query protocol is not supported yet.")
+                       "(AmazonSQS.<Action>).")
     action = target.removeprefix(service.TARGET_PREFIX)
     if action == target or action not in service.operations():
         raise SqsError("InvalidAction",
@@ -108,6 +129,17 @@ def error(exc: SqsError, request_id: str | None = None) -> Answer:
     headers = [*_headers(request_id or str(uuid.uuid4())),
                (b"x-amzn-query-error", f"{exc.legacy_code};{exc.fault}".encode())]
     return Answer(exc.status, headers, body)
+
+
+def query_error(exc: SqsError, request_id: str | None = None) -> Answer:
+    """The Query protocol's answer for ``exc`` (XML)."""
+    request_id = request_id or str(uuid.uuid4())
+    return Answer(exc.status, _xml_headers(request_id), query.error(exc, request_id))
+
+
+def _xml_headers(request_id: str) -> Headers:
+    return [(b"content-type", query.CONTENT_TYPE.encode()),
+            (b"x-amzn-requestid", request_id.encode())]
 
 
 def _headers(request_id: str) -> Headers:

@@ -53,6 +53,12 @@ def test_the_wheel_holds_env_py_and_every_revision(wheel: Path) -> None:
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
 
 
+def test_the_wheel_ships_the_sqs_query_model(wheel: Path) -> None:
+    """The SQS endpoint reads the Query protocol's names from it at run time."""
+    with zipfile.ZipFile(wheel) as zf:
+        assert "sqew/sqs/querymodel/sqs/2012-11-05/service-2.json" in set(zf.namelist())
+
+
 def test_the_wheel_ships_pysparks_discovery_module(wheel: Path) -> None:
     """``pyspark_sqew`` is what PySpark imports to find the ``sqew`` format by itself."""
     with zipfile.ZipFile(wheel) as zf:

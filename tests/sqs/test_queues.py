@@ -135,7 +135,8 @@ def test_set_queue_attributes(sqs: Any, queue: str) -> None:
     ({"VisibilityTimeout": "soon"}, "InvalidAttributeValue"),
     ({"MaximumMessageSize": "1023"}, "InvalidAttributeValue"),
     ({"MessageRetentionPeriod": "59"}, "InvalidAttributeValue"),
-    ({"DelaySeconds": "5"}, "InvalidAttributeValue"),
+    ({"DelaySeconds": "901"}, "InvalidAttributeValue"),
+    ({"ReceiveMessageWaitTimeSeconds": "21"}, "InvalidAttributeValue"),
     ({"RedrivePolicy": "{not json"}, "InvalidAttributeValue"),
     ({"RedrivePolicy": json.dumps({"maxReceiveCount": 0})}, "InvalidAttributeValue"),
     ({"RedrivePolicy": json.dumps({
@@ -144,7 +145,8 @@ def test_set_queue_attributes(sqs: Any, queue: str) -> None:
     ({"QueueArn": "arn:aws:sqs:us-east-1:123456789012:x"}, "InvalidAttributeName"),
     ({"Bogus": "1"}, "InvalidAttributeName"),
     ({"FifoQueue": "true"}, "UnsupportedOperation"),
-    ({"Policy": "{}"}, "UnsupportedOperation"),
+    ({"Policy": "[not an object]"}, "InvalidAttributeValue"),
+    ({"KmsMasterKeyId": "alias/x"}, "UnsupportedOperation"),
 ])
 def test_set_queue_attributes_refusals(sqs: Any, queue: str, attributes: dict[str, str],
                                        error: str) -> None:

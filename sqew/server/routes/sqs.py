@@ -1,19 +1,21 @@
 """The AWS SQS endpoint on the REST server's port (docs/sqs.md): ``POST /`` and ``POST`` to a
-queue's URL (``/<account>/<name>``), the JSON 1.0 protocol.
+queue's URL (``/<account>/<name>``): the JSON 1.0 protocol (``X-Amz-Target``) and the Query
+protocol (a form body, or a GET's query string, with ``Action=…``).
 
-Thin: it reads the body and hands it to ``sqew.sqs.protocol``, which answers in AWS's shapes,
-errors included. The routes are open to the REST API's key check (its ``Bearer`` keys and its
-error envelope mean nothing to an AWS SDK) and check AWS signatures themselves while API keys
-are enforced (``sqew.server.sqs_auth``): the body is read first, as its hash is signed. They
-are not part of the REST API's OpenAPI document.
+Thin: it reads the request and hands it to ``sqew.sqs.protocol``, which answers in AWS's
+shapes, errors included. The routes are open to the REST API's key check (its ``Bearer`` keys
+and its error envelope mean nothing to an AWS SDK) and check AWS signatures themselves while API
+keys are enforced (``sqew.server.sqs_auth``): the body is read first, as its hash is signed.
+They are not part of the REST API's OpenAPI document.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 from typing import Annotated, Any
+from urllib.parse import parse_qsl
 
-from litestar import Request, post, route
+from litestar import Request, route
 from litestar.enums import HttpMethod
 from litestar.exceptions import NotFoundException
 from litestar.exceptions.http_exceptions import RequestEntityTooLarge
@@ -23,7 +25,7 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 from sqew.server import sqs_auth, wire
 from sqew.server.auth import PRINCIPAL
 from sqew.server.runtime import Runtime, runtime
-from sqew.sqs import protocol
+from sqew.sqs import protocol, query
 from sqew.sqs.errors import SqsError
 from sqew.sqs.urls import Context
 
@@ -37,9 +39,13 @@ _FORM = b"application/x-www-form-urlencoded"
 _Part = Annotated[str, PathParameter()]
 
 
-@post("/", include_in_schema=False, opt=_OPT, status_code=200)
+@route("/", http_method=[HttpMethod.GET, HttpMethod.POST], include_in_schema=False, opt=_OPT,
+       status_code=200)
 async def sqs_root(request: Req) -> ASGIApp:
-    """An SQS request posted to the endpoint."""
+    """An SQS request to the endpoint: posted, or a GET with ``Action`` in its query string
+    (any other GET is an unknown path's 404)."""
+    if request.method == "GET" and not _query_action(request):
+        raise NotFoundException
     return await _serve(request)
 
 
@@ -50,23 +56,35 @@ async def sqs_queue(request: Req, account: _Part, name: _Part) -> ASGIApp:
 
     The path has the shape of any two-part path, so anything else on it (another method, a
     POST that is no SQS request) is answered as an unknown path is: 404 ``NotFound``. A
-    form-encoded POST is an SQS request of the Query protocol, answered in AWS's shape.
+    form-encoded POST, or a GET with ``Action`` in its query string, is an SQS request of the
+    Query protocol, which may leave ``QueueUrl`` out (the path names the queue).
     """
     headers = request.scope["headers"]
+    if request.method == "GET" and _query_action(request):
+        return await _serve(request, f"/{account}/{name}")
     if request.method != "POST" or not any(
             k == _TARGET or (k == b"content-type" and v.startswith(_FORM)) for k, v in headers):
         raise NotFoundException
-    return await _serve(request)
+    return await _serve(request, f"/{account}/{name}")
 
 
-async def _serve(request: Req) -> ASGIApp:
+def _query_action(request: Req) -> bool:
+    return any(k == "Action" for k, _ in parse_qsl(request.scope["query_string"].decode(
+        "latin-1")))
+
+
+async def _serve(request: Req, queue_url: str | None = None) -> ASGIApp:
     rt = runtime(request)
+    headers = dict(request.scope["headers"])
+    is_query = _TARGET not in headers and (
+        request.method == "GET" or headers.get(b"content-type", b"").startswith(_FORM))
+    fail = protocol.query_error if is_query else protocol.error
     try:
         body = await wire.read_body(request, rt.settings.max_body_bytes)
     except RequestEntityTooLarge:
-        return _refused(request, SqsError(
+        return _Sent(fail(SqsError(
             "InvalidParameterValue", f"The request body is over the server's limit of "
-            f"{rt.settings.max_body_bytes} bytes.", status=413))
+            f"{rt.settings.max_body_bytes} bytes.", status=413)))
     principal = None
     if await rt.auth.enforced():
         try:
@@ -74,23 +92,34 @@ async def _serve(request: Req) -> ASGIApp:
                                                     rt.settings.sqs_region)
         except SqsError as exc:
             rt.metrics.rejected(None, "auth")
-            return _refused(request, exc)
+            return _Sent(fail(exc))
         request.scope["state"][PRINCIPAL] = principal  # the access log names the key
-    headers = dict(request.scope["headers"])
-    target = headers[_TARGET].decode("latin-1") if _TARGET in headers else None
     ctx = _context(request, rt, headers)
     if principal is not None:
         ctx = replace(ctx, authorize=sqs_auth.authorizer(principal), reaches=principal.reaches)
-    call = protocol.answer(ctx, target, body)
-    if target != _LONG_POLL or not protocol.waits(body):
+    if is_query:
+        try:
+            form = dict(parse_qsl(request.scope["query_string"].decode("latin-1"),
+                                  keep_blank_values=True, errors="strict"))
+            form.update(parse_qsl(body.decode(), keep_blank_values=True, errors="strict"))
+        except UnicodeDecodeError:
+            return _Sent(fail(SqsError("InvalidParameterValue", "The request's parameters "
+                                       "are not form-encoded UTF-8 text.")))
+        call = protocol.answer_query(ctx, form, queue_url)
+        long_poll = query.waits(form)
+    else:
+        target = headers[_TARGET].decode("latin-1") if _TARGET in headers else None
+        call = protocol.answer(ctx, target, body)
+        long_poll = target == _LONG_POLL and protocol.waits(body)
+    if not long_poll:
         return _Sent(await call)
     # A receive that may wait: counted and bounded with the REST API's long polls
     # (max_waiting_polls), and ended when its client disconnects.
     if rt.waiting_polls >= rt.settings.max_waiting_polls:
         call.close()
-        return _refused(request, SqsError(
+        return _Sent(fail(SqsError(
             "ServiceUnavailable", f"{rt.waiting_polls} long polls are waiting in this server "
-            "process, the most it allows (max_waiting_polls): retry later", sender=False))
+            "process, the most it allows (max_waiting_polls): retry later", sender=False)))
     rt.waiting_polls += 1
     rt.metrics.long_poll_started()
     try:
@@ -98,17 +127,8 @@ async def _serve(request: Req) -> ASGIApp:
     finally:
         rt.waiting_polls -= 1
         rt.metrics.long_poll_ended()
-    return _Sent(answer) if answer else _refused(request, SqsError(
-        "ServiceUnavailable", "The client disconnected.", sender=False))
-
-
-def _refused(request: Req, exc: SqsError) -> ASGIApp:
-    """The error answer of a request refused before its action ran, in its protocol's shape.
-
-    Every refusal goes through here: JSON 1.0's today. The Query protocol's requests (a
-    form-encoded body) are to be answered with its XML error shape here, once that protocol
-    is served."""
-    return _Sent(protocol.error(exc))
+    return _Sent(answer or fail(SqsError(
+        "ServiceUnavailable", "The client disconnected.", sender=False)))
 
 
 def _context(request: Req, rt: Runtime, headers: dict[bytes, bytes]) -> Context:

@@ -1,0 +1,111 @@
+"""Dead-letter queues seen from SQS (docs/sqs.md): ListDeadLetterSourceQueues and the
+``RedriveAllowPolicy`` attribute, and the pages both listing actions answer.
+
+In sqew every queue ``x`` dead-letters into its own ``x.dlq``, so the one source queue of a
+dead-letter queue is the queue it belongs to. A ``RedriveAllowPolicy`` (kept in the queue's
+SQS data) says which queues may name the queue as their dead-letter target: a RedrivePolicy that
+names a queue whose policy does not allow it is refused.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+import msgspec
+
+from sqew.core import rules
+from sqew.sqs.errors import SqsError, invalid
+from sqew.sqs.urls import Context, queue_name
+
+Params = dict[str, Any]
+MAX_LIST = 1000
+MAX_SOURCE_ARNS = 10
+PERMISSIONS = ("allowAll", "denyAll", "byQueue")
+
+
+def page(names: list[str], p: Params, ctx: Context, key: str) -> Params:
+    """One page of queue URLs of the sorted ``names`` (under ``key``): ``MaxResults`` (1-1000)
+    of them after ``NextToken``, with a ``NextToken`` when there are more."""
+    most: int | None = p.get("MaxResults")
+    if most is not None and not 1 <= most <= MAX_LIST:
+        raise invalid(f"Value {most} for parameter MaxResults is invalid. Reason: MaxResults "
+                      f"must be an integer between 1 and {MAX_LIST}.")
+    if "NextToken" in p:
+        after = _token_name(p["NextToken"])
+        names = [n for n in names if n > after]
+    shown = names[: most or MAX_LIST]
+    out: Params = {key: [ctx.queue_url(n) for n in shown]}
+    if most is not None and len(names) > len(shown):
+        out["NextToken"] = base64.urlsafe_b64encode(shown[-1].encode()).decode()
+    return out
+
+
+def _token_name(token: str) -> str:
+    try:
+        return base64.urlsafe_b64decode(token.encode("ascii")).decode()
+    except (ValueError, UnicodeError, binascii.Error):
+        raise invalid("Invalid NextToken value.") from None
+
+
+async def list_dead_letter_source_queues(ctx: Context, p: Params) -> Params:
+    """ListDeadLetterSourceQueues: the queues whose dead-letter queue is this one."""
+    name = queue_name(p["QueueUrl"])
+    await ctx.service.get_queue(name)  # (QueueDoesNotExist)
+    sources = []
+    if rules.is_dlq(name):
+        source = name[: -len(rules.DLQ_SUFFIX)]
+        if any(q.name == source for q in await ctx.service.list_queues()):
+            sources.append(source)
+    return page(sources, p, ctx, "queueUrls")
+
+
+def check_allow_policy(ctx: Context, text: str) -> str:
+    """A ``RedriveAllowPolicy`` value: ``redrivePermission`` one of allowAll, denyAll, byQueue;
+    ``sourceQueueArns`` (1-10 ARNs of queues here) with byQueue only; ``""``: none.
+
+    Raises:
+        SqsError: ``InvalidAttributeValue``: anything else.
+    """
+    if text == "":
+        return text
+    try:
+        policy = msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        policy = None
+    if not isinstance(policy, dict) or set(policy) - {"redrivePermission", "sourceQueueArns"}:
+        raise _bad("it must be a JSON object of redrivePermission and sourceQueueArns")
+    permission = policy.get("redrivePermission")
+    if permission not in PERMISSIONS:
+        raise _bad(f"redrivePermission must be one of {', '.join(PERMISSIONS)}")
+    arns = policy.get("sourceQueueArns")
+    if permission == "byQueue":
+        if (not isinstance(arns, list) or not 1 <= len(arns) <= MAX_SOURCE_ARNS
+                or not all(isinstance(a, str) for a in arns)):
+            raise _bad(f"byQueue needs sourceQueueArns, 1 to {MAX_SOURCE_ARNS} queue ARNs")
+        for arn in arns:
+            ctx.name_of_arn(arn)
+    elif arns is not None:
+        raise _bad(f"sourceQueueArns goes with byQueue only, not {permission}")
+    return text
+
+
+def allows(ctx: Context, data: dict[str, Any], source: str) -> bool:
+    """Whether a queue with SQS data ``data`` may be the dead-letter target of ``source``."""
+    text = data.get("RedriveAllowPolicy")
+    if not text:
+        return True
+    policy = msgspec.json.decode(text)
+    permission = policy.get("redrivePermission")
+    if permission == "denyAll":
+        return False
+    return permission != "byQueue" or ctx.arn(source) in policy.get("sourceQueueArns", [])
+
+
+def _bad(why: str) -> SqsError:
+    return SqsError("InvalidAttributeValue",
+                    f"Invalid value for the parameter RedriveAllowPolicy: {why}.")
+
+
+ACTIONS = {"ListDeadLetterSourceQueues": list_dead_letter_source_queues}
