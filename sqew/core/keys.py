@@ -24,7 +24,7 @@ import base64
 import hashlib
 import re
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -68,6 +68,16 @@ def mint_sqs() -> tuple[str, str]:
     """A new SQS key: ``(access key id, secret access key)``."""
     key_id = SQS_ID_PREFIX + "".join(secrets.choice(_SQS_ID_ALPHABET) for _ in range(16))
     return key_id, base64.b64encode(secrets.token_bytes(30)).decode()
+
+
+def minted(sqs: bool) -> tuple[str, str, Callable[[], str]]:
+    """A new key, ``(id, key, what to store)``: the last is slow for a REST key (argon2, never
+    on an event loop); an SQS key's secret is kept as it is, since it verifies a signature."""
+    if sqs:
+        key_id, key = mint_sqs()
+        return key_id, key, lambda: SQS_SECRET + key
+    key_id, key = mint()
+    return key_id, key, lambda: hash_key(key)
 
 
 def is_sqs_key_id(key_id: str) -> bool:

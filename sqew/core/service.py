@@ -321,12 +321,8 @@ class QueueService(SqsDataMethods):
     # --- API keys -------------------------------------------------------------------------------
     async def create_key(self, spec: models.KeyCreate) -> models.KeyCreated:
         """Mint a key; the answer is the only time the key itself is seen."""
-        if spec.sqs:  # its secret is what verifies a signature: kept as it is (core.keys)
-            key_id, key = keys.mint_sqs()
-            key_hash = keys.SQS_SECRET + key
-        else:
-            key_id, key = keys.mint()
-            key_hash = await self._offload(lambda: keys.hash_key(key))  # slow: not on a loop
+        key_id, key, stored_hash = keys.minted(spec.sqs)
+        key_hash = await self._offload(stored_hash)
         stored = await self._writer.write(keys.CreateKey(keys.new_row(spec, key_id, key_hash)))
         return models.KeyCreated(**msgspec.structs.asdict(stored), key=key)
 
