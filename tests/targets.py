@@ -117,19 +117,27 @@ class Target:
             self.close()
             then()
 
-        if self.stops_slowly:
-            _closing.submit(close)
-        else:
+        if not self.stops_slowly:
             close()
+            return
+        closing = _closing.submit(close)
+        with _closing_mutex:
+            _unclosed.add(closing)
+        closing.add_done_callback(_unclosed.discard)
 
 
 _closing = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="target-close")
+_closing_mutex = threading.Lock()
+_unclosed: set[concurrent.futures.Future[None]] = set()
 
 
 def wait_closed() -> None:
-    """Wait until every target given to ``close_soon`` is closed (its server stopped, its
-    store dropped)."""
-    _closing.shutdown(wait=True)
+    """Wait until every target given to ``close_soon`` so far is closed (its server stopped,
+    its store dropped): before a test that looks at the whole process (its threads, its
+    garbage collector), and at the end of the session."""
+    with _closing_mutex:
+        pending = list(_unclosed)
+    concurrent.futures.wait(pending)
 
 
 # --- backends: fresh stores --------------------------------------------------------------------

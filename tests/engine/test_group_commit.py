@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import httpx
 import msgspec
 import pytest
+import targets
 
 import sqew
 from sqew import errors, models
@@ -292,6 +293,7 @@ def test_the_wal_starts_over_under_steady_group_commits_and_the_checkpointer_sto
     """The group committer leaves checkpoints to a thread of its own (SQLite's would run in a
     commit, on the loop). Under writes that never pause the WAL still starts over, so it stays
     far smaller than what went through it; closing the service stops the thread."""
+    targets.wait_closed()  # no service of an earlier test still closing in this process
     path = tmp_path / "wal.db"
     with sqew.Client(str(path)) as c:
         c.create_queue("big")

@@ -186,6 +186,11 @@ def every_statement(calls: Calls) -> None:
     assert tx.ack_by_name("q", [(m.id, "other"), (m.id, m.token), (m.id, m.token)], now) \
         == [False, True, None]  # lease lost; acked; no such message any more
     assert tx.get_queue("q").depth == depth
+    assert tx.get_sqs_data(qid) is None
+    tx.set_sqs_data(qid, '{"tags": {"team": "a"}}')
+    assert tx.get_sqs_data(qid) == '{"tags": {"team": "a"}}'
+    tx.set_sqs_data(qid, None)
+    assert tx.get_sqs_data(qid) is None
     tx.delete_queue(qid)
     assert tx.list_queues() == []
     assert not tx.auth_required()

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import targets
 from litestar.testing import TestClient
 
 from sqew.server.app import create_app
@@ -23,6 +24,7 @@ from sqew.settings import Settings
 def gc_state() -> Iterator[tuple[int, int, int]]:
     """A threshold of the test's own and nothing frozen (tests/conftest.py freezes what the
     test process collected), both put back after the test."""
+    targets.wait_closed()  # no server of an earlier test still serving in this process
     before = gc.get_threshold()
     frozen = gc.get_freeze_count()
     gc.unfreeze()
