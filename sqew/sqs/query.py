@@ -32,6 +32,9 @@ XMLNS = "http://queue.amazonaws.com/doc/2012-11-05/"
 CONTENT_TYPE = "text/xml"
 _INTEGER = re.compile(r"-?[0-9]{1,18}")
 _ESCAPES = {"\r": "&#13;", '"': "&quot;"}  # (a bare CR would be read back as LF)
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+"""Characters XML 1.0 cannot hold, even escaped (an error message may quote a request's
+control characters): each is answered as U+FFFD, so every answer parses."""
 
 Form = dict[str, str]
 
@@ -206,7 +209,7 @@ def _write(shape: Any, value: Any, tag: str, flat: bool, out: list[str]) -> None
 def _text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
-    return escape(str(value), _ESCAPES)
+    return escape(_NOT_XML.sub("\ufffd", str(value)), _ESCAPES)
 
 
 def error(exc: SqsError, request_id: str) -> bytes:

@@ -170,6 +170,12 @@ def test_plain_http_forms_gets_and_xml_errors(server: ServerThread, http: httpx.
                      f"QueueUrl={queue}&MaxNumberOfMessages=ten"), 400, "InvalidParameterValue")
     _error(http.post(server.url + "/", headers=form, content=b"Action=ListQueues&x=%ff"),
            400, "InvalidParameterValue")
+    # Control characters, which XML 1.0 cannot hold even escaped, quoted by an error: the
+    # answer still parses (each is U+FFFD), so an SDK raises the error rather than a parse one.
+    r = http.post(server.url + "/", headers=form, content="Action=List%01Queues%1b&Version=1")
+    _error(r, 400, "InvalidAction")
+    assert "List\ufffdQueues\ufffd" in ET.fromstring(r.text).findtext(".//sqs:Message",
+                                                                     namespaces=NS)
     # A GET without an action is no SQS request.
     assert http.get(server.url + "/").status_code == 404
     assert http.get(f"{server.url}/{path}").status_code == 404
