@@ -6,6 +6,8 @@ import base64
 import binascii
 from typing import Any
 
+import msgspec
+
 from sqew.sqs import service
 from sqew.sqs.errors import SqsError
 
@@ -93,3 +95,12 @@ def _value(shape: Any, value: Any, action: str, path: str, check_enum: bool = Tr
 
 def _wrong(path: str, what: str) -> SqsError:
     return SqsError("InvalidParameterValue", f"Value for parameter {path} must be {what}.")
+
+
+def json_object(text: str) -> dict[str, Any] | None:
+    """``text`` decoded, if it is a JSON object (a policy attribute's value); else None."""
+    try:
+        value = msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return None
+    return value if isinstance(value, dict) else None

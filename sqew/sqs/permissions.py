@@ -14,6 +14,7 @@ import msgspec
 
 from sqew import errors
 from sqew.core.sqs_data import Data
+from sqew.sqs import inputs
 from sqew.sqs.errors import SqsError, invalid
 from sqew.sqs.urls import Context, queue_name
 
@@ -46,11 +47,8 @@ def check_policy(text: str) -> str:
     """
     if text == "":
         return text
-    try:
-        policy = msgspec.json.decode(text)
-    except msgspec.DecodeError:
-        policy = None
-    if not isinstance(policy, dict):
+    policy = inputs.json_object(text)
+    if policy is None:
         raise SqsError("InvalidAttributeValue", "Invalid value for the parameter Policy: it "
                        "must be a JSON policy document (an object).")
     return text

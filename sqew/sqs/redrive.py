@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 
 from sqew.core import rules
+from sqew.sqs import inputs
 from sqew.sqs.errors import SqsError, invalid
 from sqew.sqs.urls import Context, queue_name
 
@@ -70,11 +71,8 @@ def check_allow_policy(ctx: Context, text: str) -> str:
     """
     if text == "":
         return text
-    try:
-        policy = msgspec.json.decode(text)
-    except msgspec.DecodeError:
-        policy = None
-    if not isinstance(policy, dict) or set(policy) - {"redrivePermission", "sourceQueueArns"}:
+    policy = inputs.json_object(text)
+    if policy is None or set(policy) - {"redrivePermission", "sourceQueueArns"}:
         raise _bad("it must be a JSON object of redrivePermission and sourceQueueArns")
     permission = policy.get("redrivePermission")
     if permission not in PERMISSIONS:

@@ -8,8 +8,10 @@ with hypothesis's random search rather than the suite's repeatable one.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
 
 LONG = int(os.environ.get("SQEW_FUZZ_EXAMPLES", "0"))
 
@@ -50,3 +52,17 @@ def run_cli(argv: list[str], stdin: bytes = b"") -> tuple[int, str, str]:
     for stream in streams:
         stream.detach()  # not closed by the wrapper's collection before the values are read
     return result
+
+
+def broken(draw: Any, text: bytes, kind: str) -> bytes:
+    """``text`` broken as ``kind`` says: ``random`` (other bytes altogether), ``utf8`` (invalid
+    UTF-8 inserted), ``truncated``, ``nul`` (a NUL byte inserted); any other kind: as it is.
+    ``draw`` is a hypothesis ``DrawFn``."""
+    if kind == "random":
+        return bytes(draw(st.binary(max_size=200)))
+    if kind == "truncated":
+        return text[:draw(st.integers(0, len(text) - 1))]
+    if kind in ("utf8", "nul"):
+        cut = draw(st.integers(0, len(text)))
+        return text[:cut] + (b"\xff\xfe" if kind == "utf8" else b"\x00") + text[cut:]
+    return text

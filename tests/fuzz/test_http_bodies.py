@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from fuzz_support import fuzz_settings
+from fuzz_support import broken, fuzz_settings
 from hypothesis import given
 from hypothesis import strategies as st
 from targets import ServerThread, server_settings
@@ -44,16 +44,8 @@ def bodies(draw: st.DrawFn) -> bytes:
     text = json.dumps({batch_key: items}).encode()
     kind = draw(st.sampled_from(["json", "random", "utf8", "truncated", "nul", "bom", "crlf",
                                  "deep"]))
-    if kind == "random":
-        return draw(st.binary(max_size=200))
-    if kind == "utf8":
-        cut = draw(st.integers(0, len(text)))
-        return text[:cut] + b"\xff\xfe" + text[cut:]
-    if kind == "truncated":
-        return text[:draw(st.integers(0, len(text) - 1))]
-    if kind == "nul":
-        cut = draw(st.integers(0, len(text)))
-        return text[:cut] + b"\x00" + text[cut:]
+    if kind in ("random", "utf8", "truncated", "nul"):
+        return broken(draw, text, kind)
     if kind == "bom":
         return BOM + text
     if kind == "crlf":

@@ -18,7 +18,7 @@ from xml.etree import ElementTree
 
 import httpx
 import pytest
-from fuzz_support import fuzz_settings
+from fuzz_support import broken, fuzz_settings
 from hypothesis import given
 from hypothesis import strategies as st
 from targets import ServerThread, server_settings
@@ -60,16 +60,8 @@ def json_bodies(draw: st.DrawFn) -> bytes:
     _no_wait(base)
     text = json.dumps(base).encode()
     kind = draw(st.sampled_from(["json", "random", "utf8", "truncated", "nul", "deep"]))
-    if kind == "random":
-        return draw(st.binary(max_size=200))
-    if kind == "utf8":
-        cut = draw(st.integers(0, len(text)))
-        return text[:cut] + b"\xff\xfe" + text[cut:]
-    if kind == "truncated":
-        return text[:draw(st.integers(0, len(text) - 1))]
-    if kind == "nul":
-        cut = draw(st.integers(0, len(text)))
-        return text[:cut] + b"\x00" + text[cut:]
+    if kind in ("random", "utf8", "truncated", "nul"):
+        return broken(draw, text, kind)
     if kind == "deep":
         depth = draw(st.integers(20, 3000))
         return b'{"MessageBody": "x", "MessageAttributes": ' + b"[" * depth + b"]" * depth + b"}"

@@ -7,10 +7,12 @@ Its retries are off, so that an error answer reaches the test as it was given.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import struct
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,18 +25,28 @@ from botocore.config import Config  # noqa: E402
 _names = itertools.count()
 
 
-@pytest.fixture(scope="package", params=[
-    pytest.param("sqlite"), pytest.param("postgres", marks=pytest.mark.postgres)])
+BACKENDS = [pytest.param("sqlite"), pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+@contextlib.contextmanager
+def served(backend: str, directory: Path) -> Iterator[ServerThread]:
+    """A server on a fresh store of ``backend`` (``sqlite`` or ``postgres``) in
+    ``directory``; stopped, and its store dropped, after."""
+    store = targets.sqlite(directory) if backend == "sqlite" else targets.postgres(directory)
+    thread = ServerThread(server_settings(store.url))
+    try:
+        yield thread
+    finally:
+        thread.stop()
+        store.drop()
+
+
+@pytest.fixture(scope="package", params=BACKENDS)
 def server(request: pytest.FixtureRequest,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
     """A server on a fresh store of the backend, shared by the directory's tests."""
-    directory = tmp_path_factory.mktemp("sqs")
-    store = targets.sqlite(directory) if request.param == "sqlite" else targets.postgres(
-        directory)
-    thread = ServerThread(server_settings(store.url))
-    yield thread
-    thread.stop()
-    store.drop()
+    with served(request.param, tmp_path_factory.mktemp("sqs")) as thread:
+        yield thread
 
 
 def client_for(url: str) -> Any:

@@ -10,8 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-import targets
-from targets import ServerThread, server_settings
+from targets import ServerThread
 
 import sqew
 
@@ -21,20 +20,17 @@ from botocore.awsrequest import AWSRequest  # noqa: E402
 from botocore.config import Config  # noqa: E402
 from botocore.credentials import Credentials  # noqa: E402
 
+from .conftest import BACKENDS, served  # noqa: E402
+
 REGION = "us-east-1"
 
 
-@pytest.fixture(scope="module", params=[
-    pytest.param("sqlite"), pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(scope="module", params=BACKENDS)
 def server(request: pytest.FixtureRequest,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
-    directory = tmp_path_factory.mktemp("sigv4")
-    store = targets.sqlite(directory) if request.param == "sqlite" else targets.postgres(
-        directory)
-    thread = ServerThread(server_settings(store.url))
-    yield thread
-    thread.stop()
-    store.drop()
+    """A server of this module's own: its keys turn auth on."""
+    with served(request.param, tmp_path_factory.mktemp("sigv4")) as thread:
+        yield thread
 
 
 @pytest.fixture(scope="module")
