@@ -224,9 +224,11 @@ def _let_go(taking: asyncio.Future[Lead | None]) -> None:
 
 
 class _Failures:
-    """Logs a background task's failures once per outage, not once per tick: the first with
-    its traceback, the rest at debug level, and a line when the task works again (a database
-    down for a minute would otherwise log a traceback every second in every process)."""
+    """Logs a background task's failures once per outage, not once per tick: the first as a
+    warning with the reason when the database is unavailable (read-only, unreachable,
+    restarting: the operator's news, not a defect), else with its traceback; the rest at
+    debug level, and a line when the task works again (a database down for a minute would
+    otherwise log every second in every process)."""
 
     def __init__(self) -> None:
         self._failing: set[str] = set()
@@ -236,15 +238,26 @@ class _Failures:
         """Run a tick of ``task``; keep going whatever it raises (retried next tick)."""
         try:
             yield
+        except errors.Unavailable as exc:
+            self._failed(task, extra, f"{task} failed ({exc.code}: {exc.message}); retrying "
+                         "every tick, logged again once it works", traceback=False)
+            return
         except Exception:
-            if task in self._failing:
-                log.debug("%s failed again", task, exc_info=True, extra=extra)
-            else:
-                self._failing.add(task)
-                log.exception("%s failed; retrying every tick, logged again once it works",
-                              task, extra=extra)
+            self._failed(task, extra, f"{task} failed; retrying every tick, logged again once "
+                         "it works", traceback=True)
             return
         if task in self._failing:
             self._failing.discard(task)
             log.info("%s works again", task, extra=extra)
 
+    def _failed(self, task: str, extra: dict[str, str], message: str, *,
+                traceback: bool) -> None:
+        """Log the failure being handled: once per outage, later ones at debug level."""
+        if task in self._failing:
+            log.debug("%s failed again", task, exc_info=True, extra=extra)
+        elif traceback:
+            self._failing.add(task)
+            log.exception(message, extra=extra)
+        else:
+            self._failing.add(task)
+            log.warning(message, extra=extra)

@@ -17,6 +17,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import another_user
 import pytest
@@ -122,11 +123,40 @@ def _post(url: str) -> tuple[int, dict[str, object]]:
         return exc.code, json.loads(exc.read())
 
 
+class _Log:
+    """A process's JSON log lines (stderr), collected on a thread as they come."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stderr is not None
+        self.records: list[dict[str, object]] = []
+        self._changed = threading.Condition()
+        threading.Thread(target=self._read, args=(proc.stderr,), daemon=True).start()
+
+    def _read(self, stream: IO[str]) -> None:
+        for line in stream:
+            with self._changed:
+                self.records.append(json.loads(line))
+                self._changed.notify_all()
+
+    def wait_for(self, message: str) -> dict[str, object]:
+        """The first record whose message starts with ``message`` (bounded wait)."""
+        def found() -> dict[str, object] | None:
+            return next((r for r in self.records if str(r["message"]).startswith(message)),
+                        None)
+        with self._changed:
+            assert self._changed.wait_for(found, TIMEOUT_S), (message, self.records)
+            record = found()
+        assert record is not None
+        return record
+
+
 def test_a_server_started_read_only_writes_again_once_the_file_is_writable(
         reader: another_user.Reader, db: Path) -> None:
     db.chmod(0o444)
-    argv = [*reader.sqew, "serve", "--db", str(db), "--port", "0"]
+    argv = [*reader.sqew, "serve", "--db", str(db), "--port", "0", "--log-format", "json",
+            "--reap-interval-ms", "100"]
     with _running(_start(reader, argv)) as proc:
+        log = _Log(proc)
         line = _line(proc)
         assert line.startswith("sqew serving on http://127.0.0.1:"), line
         url = line.split("serving on ", 1)[1].split()[0]
@@ -135,9 +165,15 @@ def test_a_server_started_read_only_writes_again_once_the_file_is_writable(
         assert body["error"]["code"] == "Unavailable", body  # type: ignore[index]
         with urllib.request.urlopen(f"{url}/queues/jobs/stats", timeout=TIMEOUT_S) as stats:
             assert json.loads(stats.read())["ready"] == 1
+        # The reaper's failure is the operator's news in one line, not a traceback.
+        failed = log.wait_for("reaping failed")
+        assert failed["level"] == "warning", failed
+        assert "Unavailable: the database is read-only" in str(failed["message"]), failed
+        assert "traceback" not in failed, failed
         db.chmod(0o644)
         status, body = _post(url)
         assert status == 201, body
+        log.wait_for("reaping works again")
 
 
 def test_a_server_that_mapped_the_shm_read_only_says_to_restart_it(
