@@ -62,6 +62,17 @@ def test_the_document_is_up_to_date() -> None:
     assert generate.main(["--check"]) == 0, "run `python -m sqew.server.openapi`"
 
 
+def test_the_generator_answers_help_and_refuses_unknown_options_writing_nothing(
+        tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SQEW_")}
+    for argv, status in ((["--help"], 0), (["--bogus"], 2)):
+        done = subprocess.run([sys.executable, "-m", "sqew.server.openapi", *argv], cwd=tmp_path,
+                              env=env, capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode == status, done.stderr
+        assert "usage: python -m sqew.server.openapi" in done.stdout + done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_every_route_is_documented_with_an_explicit_operation_id() -> None:
     app = create_app()
     doc = yaml.safe_load(openapi.DEFAULT_PATH.read_text())
