@@ -205,9 +205,13 @@ class QueueService(SqsDataMethods):
 
     async def poll(
         self, queue: str, *, batch: int = 1, wait_ms: int = 0, visibility_ms: int | None = None,
-        gone: Callable[[], bool] | None = None,
+        gone: Callable[[], bool] | None = None, order: str = "priority",
     ) -> list[models.LeasedMessage]:
         """Lease up to ``batch`` ready messages, waiting up to ``wait_ms`` for some.
+
+        ``order``: ``priority`` takes the head of the queue's delivery order; ``shuffle`` takes
+        random ready messages among the first ``SHUFFLE_WINDOW`` of that order (consumers
+        that must not all contend for the same message).
 
         Cancelling the call (a server does when the client disconnects) ends a wait at once
         and leases nothing that was not leased yet; so does ``gone`` turning true (the caller
@@ -217,11 +221,16 @@ class QueueService(SqsDataMethods):
         check_range("wait_ms", wait_ms, 0, models.MAX_WAIT_MS)
         if visibility_ms is not None:
             check_range("visibility_ms", visibility_ms, 0, models.MAX_VISIBILITY_MS)
+        if order not in models.POLL_ORDERS:
+            raise errors.ValidationError(
+                f"order must be one of {', '.join(models.POLL_ORDERS)}",
+                details=[{"field": "order", "message": "unknown order"}])
         lead = self._reap_lead()
         if lead is not None:
             await self._reap(lead)
         return await long_poll.long_poll(
-            self._writer, self.waiter, self.clock, queue, batch, wait_ms, visibility_ms, gone
+            self._writer, self.waiter, self.clock, queue, batch, wait_ms, visibility_ms, gone,
+            shuffle=order == "shuffle",
         )
 
     async def ack(self, queue: str, items: Sequence[tuple[int, str]]) -> list[models.ItemResult]:
