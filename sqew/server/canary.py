@@ -13,8 +13,9 @@ Metrics (labelled ``replica``: the setting ``canary_replica``, else the host nam
 ``--workers N`` the workers of one host sum under that label):
 
 - ``sqew_canary_latency_seconds``: a histogram of enqueue-to-ack times of canary messages;
-- ``sqew_canary_failures_total``: rounds that failed (an error, or nothing to take within the
-  round's wait); each is also logged at warning level on ``sqew.canary``.
+- ``sqew_canary_failures_total``: rounds that failed (an error, nothing to take within the
+  round's wait, or a round stuck past its time); each is also logged at warning level on
+  ``sqew.canary``.
 
 A canary message lives ``TTL_ROUNDS`` intervals at most, so one left over by a process that
 stopped mid-round never reports a latency far in the past.
@@ -26,6 +27,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+from collections.abc import Callable
 
 import msgspec
 
@@ -37,6 +39,8 @@ QUEUE = "_canary"
 TTL_ROUNDS = 3
 """A canary message expires after this many intervals (at least ``MIN_TTL_MS``)."""
 MIN_TTL_MS = 60_000
+MIN_TIMEOUT_S = 10.0
+"""A round fails once it has run this long past its poll's wait (or an interval, if longer)."""
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
                    10.0, 30.0)
 log = logging.getLogger("sqew.canary")
@@ -55,14 +59,19 @@ class Canary:
         metrics: the app's metrics (the canary's are made with them).
         interval_s: seconds between rounds (the setting ``canary_interval_s``; > 0).
         replica: the ``replica`` label.
+        draining: whether the server is shutting down (no round starts then, and one that
+            its shutdown cut short is no failure).
     """
 
     def __init__(self, serving: ServiceHandle, metrics: Metrics, *, interval_s: float,
-                 replica: str) -> None:
+                 replica: str, draining: Callable[[], bool]) -> None:
         self._serving = serving
+        self._draining = draining
         self._interval_s = interval_s
         self._wait_ms = min(models.MAX_WAIT_MS, max(1, int(interval_s * 1000)))
         self._ttl_ms = max(MIN_TTL_MS, int(interval_s * 1000) * TTL_ROUNDS)
+        # A round stuck on the database (a lock held elsewhere) fails instead of hiding.
+        self._timeout_s = self._wait_ms / 1000 + max(interval_s, MIN_TIMEOUT_S)
         self._replica = replica
         self._enabled = metrics.enabled
         self._created = False
@@ -83,8 +92,13 @@ class Canary:
 
     async def round(self) -> None:
         """Enqueue one canary message, take one, ack it, and record the outcome."""
+        if self._draining():
+            return
         try:
-            seconds = await self._round()
+            seconds = await asyncio.wait_for(self._round(), self._timeout_s)
+        except TimeoutError:
+            self._failed(f"the round took over {self._timeout_s:g} s")
+            return
         except errors.SqewError as exc:
             if isinstance(exc, errors.QueueNotFound):
                 self._created = False  # deleted under us: made again next round
@@ -94,6 +108,8 @@ class Canary:
             log.debug("canary round raised", exc_info=True)
             self._failed(f"{type(exc).__name__}: {exc}")
             return
+        if seconds is None and self._draining():
+            return  # the shutdown ended the round's wait
         if seconds is None:
             self._failed(f"no canary message to take within {self._wait_ms} ms")
             return

@@ -112,7 +112,8 @@ class Runtime:
         self._timer = asyncio.get_running_loop().create_task(self.background.run_forever())
         if s.canary_interval_s > 0:
             canary = Canary(self, self.metrics, interval_s=s.canary_interval_s,
-                            replica=replica_label(s.canary_replica))
+                            replica=replica_label(s.canary_replica),
+                            draining=lambda: self.draining)
             self._canary = asyncio.get_running_loop().create_task(canary.run_forever())
         self.auth.start()
         log.info("ready: database open, serving requests", extra={"event": "ready"})
