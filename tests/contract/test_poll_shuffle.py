@@ -3,6 +3,8 @@ held by one poller at a time."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 import sqew
@@ -75,3 +77,21 @@ def test_unknown_order(client: sqew.Client, q: str) -> None:
         client.poll(q, order="random")
     with pytest.raises(errors.QueueNotFound):
         client.poll("nope", order="shuffle")
+
+
+def test_concurrent_shuffled_polls_never_share_a_message(client: sqew.Client, q: str) -> None:
+    sent = enqueue_many(client, q, list(range(60)))
+    taken: list[list[int]] = [[] for _ in range(4)]
+
+    def consume(mine: list[int]) -> None:
+        while got := client.poll(q, batch=5, order="shuffle"):
+            mine += ids(got)
+
+    threads = [threading.Thread(target=consume, args=(mine,)) for mine in taken]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads)
+    every = [i for mine in taken for i in mine]
+    assert sorted(every) == sorted(sent)  # each leased once, by one poller
