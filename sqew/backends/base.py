@@ -191,9 +191,9 @@ class Tx(KeyStatementsContract, ReapStatementsContract, SqsStatementsContract, a
 
     @abc.abstractmethod
     def claim(
-        self, queue_id: int, lifo: bool, now: int, limit: int, lease_until: int
-    ) -> list[MessageRow]:
-        """Lease up to ``limit`` ready messages in delivery order with fresh tokens."""
+        self, queue_id: int, lifo: bool, now: int, limit: int, lease_until: int,
+        shuffle: bool = False) -> list[MessageRow]:
+        """Lease up to ``limit`` ready messages, fresh tokens, in delivery order or shuffled."""
 
     @abc.abstractmethod
     def unclaim(self, items: Sequence[tuple[int, str]]) -> None:

@@ -182,7 +182,9 @@ class SqlTx(
             {"q": queue_id, "now": now},
         )
 
-    def _ready_select(self, lifo: bool, cols: str, lock: str = "", queue: str = ":q") -> str:
+    def _ready_select(
+        self, lifo: bool, cols: str, lock: str = "", queue: str = ":q", limit: str = ":n"
+    ) -> str:
         # The literal `lifo = TRUE/FALSE` and `lease_expires_at IS NULL` match a partial claim
         # index; the unary `+` keeps the planner off the expiry index (a sort over the whole
         # queue).
@@ -190,20 +192,34 @@ class SqlTx(
         return (
             f"SELECT {cols} FROM messages WHERE queue_id = {queue} AND lease_expires_at IS NULL "
             f"AND lifo = {self._bool(lifo)} AND available_at <= :now AND +expires_at > :now "
-            f"ORDER BY {order} LIMIT :n{lock}"
+            f"ORDER BY {order} LIMIT {limit}{lock}"
         )
 
     def claim(
-        self, queue_id: int, lifo: bool, now: int, limit: int, lease_until: int
+        self, queue_id: int, lifo: bool, now: int, limit: int, lease_until: int,
+        shuffle: bool = False,
     ) -> list[MessageRow]:
+        picked = (self._shuffled_select(lifo) if shuffle
+                  else self._ready_select(lifo, "id", self.CLAIM_LOCK))
         rows = self._all(
             f"UPDATE messages SET lease_expires_at = :until, token = {self.NEW_TOKEN}, "
-            "attempts = attempts + 1 WHERE "
-            + self.CLAIM_IDS.format(self._ready_select(lifo, "id", self.CLAIM_LOCK))
+            "attempts = attempts + 1 WHERE " + self.CLAIM_IDS.format(picked)
             + f" RETURNING {_MSG_COLS}",
-            {"q": queue_id, "now": now, "n": limit, "until": lease_until},
+            {"q": queue_id, "now": now, "n": limit, "until": lease_until,
+             "window": SHUFFLE_WINDOW},
         )
-        return in_delivery_order([MessageRow._make(r) for r in rows], lifo)
+        claimed = [MessageRow._make(r) for r in rows]
+        return claimed if shuffle else in_delivery_order(claimed, lifo)
+
+    def _shuffled_select(self, lifo: bool) -> str:
+        # Random rows among the first SHUFFLE_WINDOW ready ones in delivery order: a bounded
+        # walk of the claim index and a sort of at most that many ids, never of the whole
+        # queue. The pick is locked afterwards (skipping rows another claim holds), not the
+        # window, so a shuffled poll never blocks the claims of other polls.
+        window = self._ready_select(lifo, "id", limit=":window")
+        pick = f"SELECT id FROM ({window}) AS w ORDER BY random() LIMIT :n"
+        return (f"SELECT id FROM messages WHERE id IN ({pick}) "
+                f"AND lease_expires_at IS NULL{self.CLAIM_LOCK}")
 
     # --- reads and admin ------------------------------------------------------------------------
     def peek(
@@ -354,6 +370,10 @@ def _earliest(a: int | None, b: Any) -> int | None:
     if b is None:
         return a
     return int(b) if a is None or b < a else a
+
+
+SHUFFLE_WINDOW = 1000
+"""A shuffled poll picks among this many ready messages at the head of the delivery order."""
 
 
 def in_delivery_order(rows: list[MessageRow], lifo: bool) -> list[MessageRow]:

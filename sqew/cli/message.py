@@ -24,6 +24,8 @@ Ids = Annotated[str, typer.Option(
 Batch = Annotated[int, typer.Option("--batch", help="Most messages to lease (1-100).")]
 VisibilityMs = Annotated[int | None, typer.Option(
     "--visibility-ms", help="Lease length for this poll (default: the queue's).")]
+PollOrder = Annotated[str, typer.Option(
+    "--order", help="priority (the head of the queue) or shuffle (random ready messages).")]
 
 
 @app.command("enqueue")
@@ -187,6 +189,7 @@ def get(
     queue: Queue,
     batch: Batch = 1,
     visibility_ms: VisibilityMs = None,
+    order: PollOrder = "priority",
 ) -> None:
     """Lease up to --batch ready messages now, without waiting.
 
@@ -196,7 +199,7 @@ def get(
 
         sqew message get --queue jobs --batch 10
     """
-    _poll(current(ctx), queue, batch, 0, visibility_ms)
+    _poll(current(ctx), queue, batch, 0, visibility_ms, order)
 
 
 @app.command("poll")
@@ -207,18 +210,21 @@ def poll(
     wait_ms: Annotated[int, typer.Option(
         "--wait-ms", help="Wait up to this long for a message (0-20000).")] = 20000,
     visibility_ms: VisibilityMs = None,
+    order: PollOrder = "priority",
 ) -> None:
     """Lease up to --batch messages, waiting up to --wait-ms for one to be ready.
 
     Example:
 
-        sqew message poll --queue jobs --batch 10 --wait-ms 5000
+        sqew message poll --queue jobs --batch 10 --wait-ms 5000 --order shuffle
     """
-    _poll(current(ctx), queue, batch, wait_ms, visibility_ms)
+    _poll(current(ctx), queue, batch, wait_ms, visibility_ms, order)
 
 
-def _poll(state: State, queue: str, batch: int, wait_ms: int, visibility_ms: int | None) -> None:
-    got = state.client.poll(queue, batch=batch, wait_ms=wait_ms, visibility_ms=visibility_ms)
+def _poll(state: State, queue: str, batch: int, wait_ms: int, visibility_ms: int | None,
+          order: str = "priority") -> None:
+    got = state.client.poll(queue, batch=batch, wait_ms=wait_ms, visibility_ms=visibility_ms,
+                            order=order)
     output.emit(state, models.LeasedMessageList(got), output.leased_table(got))
 
 

@@ -43,6 +43,11 @@ def worker(
     drain_timeout: Annotated[float, typer.Option(
         "--drain-timeout", min=0, help="Seconds to let handlers under way finish after "
         "SIGINT/SIGTERM.")] = 30.0,
+    metrics_port: Annotated[int | None, typer.Option(
+        "--metrics-port", min=1, max=65535, help="Serve the counts as Prometheus metrics "
+        "at http://HOST:PORT/metrics (sqew_worker_*: docs/consumers.md).")] = None,
+    metrics_host: Annotated[str, typer.Option(
+        "--metrics-host", help="The interface --metrics-port listens on.")] = "127.0.0.1",
 ) -> None:
     """Consume a queue: call a Python function on each message, ack it when it returns.
 
@@ -60,9 +65,35 @@ def worker(
     state = current(ctx)
     w = Worker(state.client, queue, function, concurrency=concurrency,
                visibility_ms=visibility_ms, drain_timeout_s=drain_timeout)
-    with logging_for(state, w):
+    with logging_for(state, w), serving_metrics(metrics_host, metrics_port):
         w.run()
     _summary(state, w)
+
+
+@contextmanager
+def serving_metrics(host: str, port: int | None) -> Iterator[None]:
+    """Serve the process's default registry (the Worker's counts) at /metrics on
+    ``host:port`` while the block runs (nothing when ``port`` is None).
+
+    Raises:
+        typer.BadParameter: the address cannot be listened on.
+    """
+    if port is None:
+        yield
+        return
+    from prometheus_client import start_http_server
+
+    try:
+        server, thread = start_http_server(port, addr=host)
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+                                 param_hint="'--metrics-port'") from None
+    try:
+        yield
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
 
 
 def load_handler(spec: str) -> Handler:

@@ -164,8 +164,10 @@ class Client(abc.ABC):
         batch: int = 1,
         wait_ms: int = 0,
         visibility_ms: int | None = None,
+        order: str = "priority",
     ) -> list[models.LeasedMessage]:
-        """Lease up to ``batch`` ready messages, waiting up to ``wait_ms`` for one to arrive."""
+        """Lease up to ``batch`` ready messages, waiting up to ``wait_ms`` for one to arrive;
+        ``order="shuffle"`` leases random ready messages instead of the head of the queue."""
         raise NotImplementedError
 
     @abc.abstractmethod

@@ -219,9 +219,11 @@ class HttpClient(Client):
         return result.messages
 
     def poll(
-        self, queue: str, *, batch: int = 1, wait_ms: int = 0, visibility_ms: int | None = None
+        self, queue: str, *, batch: int = 1, wait_ms: int = 0, visibility_ms: int | None = None,
+        order: str = "priority",
     ) -> list[models.LeasedMessage]:
-        params = {"batch": batch, "wait_ms": wait_ms, "visibility_ms": visibility_ms}
+        params = {"batch": batch, "wait_ms": wait_ms, "visibility_ms": visibility_ms,
+                  "order": None if order == "priority" else order}
         waited = max(0, wait_ms) / 1000 if isinstance(wait_ms, int) else 0
         path = f"/queues/{self._q(queue)}/poll"
         response = self._request("POST", path, params=params, timeout=self.timeout + waited)

@@ -135,9 +135,11 @@ class LocalClient(Client):
         return run_sync(self.service.enqueue(queue, messages))
 
     def poll(
-        self, queue: str, *, batch: int = 1, wait_ms: int = 0, visibility_ms: int | None = None
+        self, queue: str, *, batch: int = 1, wait_ms: int = 0, visibility_ms: int | None = None,
+        order: str = "priority",
     ) -> list[models.LeasedMessage]:
-        call = self.service.poll(queue, batch=batch, wait_ms=wait_ms, visibility_ms=visibility_ms)
+        call = self.service.poll(queue, batch=batch, wait_ms=wait_ms, visibility_ms=visibility_ms,
+                                 order=order)
         # Only a poll that may wait needs an event loop (its wait is awaited).
         return _decoded(run_blocking(call, self._waits_thread) if wait_ms else run_sync(call))
 

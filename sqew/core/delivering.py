@@ -11,7 +11,15 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any
 
 from sqew import errors, models
-from sqew.backends.base import MISSED, ClaimQueue, FastPaths, Missed, QueueRow, Tx
+from sqew.backends.base import (
+    MISSED,
+    ClaimQueue,
+    FastPaths,
+    MessageRow,
+    Missed,
+    QueueRow,
+    Tx,
+)
 from sqew.core import rules, views
 from sqew.core.writer import Op, Outcome
 
@@ -75,7 +83,7 @@ class Claim(Op[tuple[Leased, "int | None"]]):
     back before it commits (``give_back``).
     """
 
-    __slots__ = ("batch", "gone", "notify", "queue", "visibility_ms", "want_due")
+    __slots__ = ("batch", "gone", "notify", "queue", "shuffle", "visibility_ms", "want_due")
     # Claims skip locked messages; ended leases are expired after locking the queue (claim).
     locks_first = True
     gives_back = True
@@ -83,9 +91,10 @@ class Claim(Op[tuple[Leased, "int | None"]]):
 
     def __init__(
         self, queue: str, batch: int, visibility_ms: int | None, *, want_due: bool = False,
-        gone: Callable[[], bool] | None = None,
+        gone: Callable[[], bool] | None = None, shuffle: bool = False,
     ) -> None:
         self.queue = queue
+        self.shuffle = shuffle
         self.batch = batch
         self.visibility_ms = visibility_ms
         self.want_due = want_due
@@ -93,7 +102,7 @@ class Claim(Op[tuple[Leased, "int | None"]]):
         self.notify: tuple[str, ...] = ()  # the DLQ, when the claim dead-lettered into it
 
     def key(self) -> Hashable | None:
-        return None if self.want_due else ("claim", self.queue, self.visibility_ms)
+        return None if self.want_due else ("claim", self.queue, self.visibility_ms, self.shuffle)
 
     def caller_gone(self) -> bool:
         return self.gone is not None and self.gone()
@@ -103,6 +112,8 @@ class Claim(Op[tuple[Leased, "int | None"]]):
         transaction) or nothing was ready for a caller that wants to know when it will be."""
         if self.caller_gone():
             return [], None
+        if self.shuffle:  # the fast claim takes the head of the delivery order
+            return MISSED
         found = paths.claim(self.queue, now, self.batch, self.visibility_ms)
         if found is None or found is MISSED:  # (no such queue: ``run`` says so)
             return MISSED
@@ -115,7 +126,7 @@ class Claim(Op[tuple[Leased, "int | None"]]):
         if self.caller_gone():  # left while the group waited (for the write lock, say)
             return [], None
         leased, due, dlq = claim(tx, self.queue, self.batch, self.visibility_ms, now,
-                                 self.want_due)
+                                 self.want_due, self.shuffle)
         self.notify = (dlq,) if dlq else ()
         return leased, due
 
@@ -129,7 +140,8 @@ class Claim(Op[tuple[Leased, "int | None"]]):
         total = sum(p.batch for p, stays in zip(parts, staying, strict=True) if stays)
         leased: Leased = []
         if total:
-            leased, _, dlq = claim(tx, first.queue, total, first.visibility_ms, now, False)
+            leased, _, dlq = claim(tx, first.queue, total, first.visibility_ms, now, False,
+                                   first.shuffle)
             first.notify = (dlq,) if dlq else ()
         outcomes: list[Outcome] = []
         start = 0
@@ -151,22 +163,29 @@ class Claim(Op[tuple[Leased, "int | None"]]):
 
 
 def claim(
-    tx: Tx, queue: str, batch: int, visibility_ms: int | None, now: int, want_due: bool
+    tx: Tx, queue: str, batch: int, visibility_ms: int | None, now: int, want_due: bool,
+    shuffle: bool = False,
 ) -> tuple[Leased, int | None, str | None]:
-    """Lease up to ``batch`` messages of ``queue``; when the next is due (if asked and none
-    was ready); the DLQ's name if ended last leases moved there on the way."""
-    found = tx.claim_by_name(queue, now, batch, visibility_ms)
-    if found is None:
-        raise errors.queue_not_found(queue)
-    q, rows = found
+    """Lease up to ``batch`` messages of ``queue`` (random ready ones with ``shuffle``); when
+    the next is due (if asked and none was ready); the DLQ's name if ended last leases moved
+    there on the way."""
+    # A shuffled claim takes the path of a queue whose leases ended (the by-name claim takes
+    # the head of the order in one statement): the queue locked and read, ended leases swept,
+    # then ``Tx.claim`` picks at random.
+    rows: list[MessageRow] | None = None
+    if not shuffle:
+        found = tx.claim_by_name(queue, now, batch, visibility_ms)
+        if found is None:
+            raise errors.queue_not_found(queue)
+        q, rows = found
     dlq = None
     if rows is None:  # leases ended: sweep them (the queue's rows first), then claim
-        tx.lock_queues((q.name, rules.dlq_name(q.name)))
-        full = queue_row(tx, q.name)  # read under its lock: its settings now, for all below
+        tx.lock_queues((queue, rules.dlq_name(queue)))
+        full = queue_row(tx, queue)  # read under its lock: its settings now, for all below
         q = ClaimQueue.of(full)
         dlq = expire_leases(tx, full, now)
         vis = full.visibility_ms if visibility_ms is None else visibility_ms
-        rows = tx.claim(full.id, bool(full.lifo), now, batch, now + vis)
+        rows = tx.claim(full.id, bool(full.lifo), now, batch, now + vis, shuffle)
     due = tx.next_due(q.id, now) if want_due and not rows else None
     return [views.leased(r, q) for r in rows], due, dlq
 

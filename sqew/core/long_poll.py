@@ -26,7 +26,7 @@ and a loaded server then claimed two or three times in a row at the end of every
 
 async def long_poll(
     writer: Writer, waiter: Waiter, clock: Clock, queue: str, batch: int, wait_ms: int,
-    visibility_ms: int | None, gone: Callable[[], bool] | None = None,
+    visibility_ms: int | None, gone: Callable[[], bool] | None = None, *, shuffle: bool = False,
 ) -> Leased:
     """Lease up to ``batch`` messages, waiting up to ``wait_ms`` for some to be ready.
 
@@ -37,7 +37,8 @@ async def long_poll(
     if wait_ms == 0:
         if left():
             return []
-        leased, _ = await writer.write(Claim(queue, batch, visibility_ms, gone=gone))
+        leased, _ = await writer.write(
+            Claim(queue, batch, visibility_ms, gone=gone, shuffle=shuffle))
         return leased
     deadline = time.monotonic() + wait_ms / 1000
     while True:
@@ -45,7 +46,7 @@ async def long_poll(
             return []
         mark = waiter.mark(queue)  # before the claim: a commit after it is never missed
         leased, due = await writer.write(
-            Claim(queue, batch, visibility_ms, want_due=True, gone=gone))
+            Claim(queue, batch, visibility_ms, want_due=True, gone=gone, shuffle=shuffle))
         remaining = deadline - time.monotonic()
         if leased or remaining < END_SLACK_S or waiter.closed:
             return leased

@@ -39,6 +39,14 @@ def check_range(name: str, value: int, low: int, high: int | None = None) -> Non
         raise range_error(name, low, high)
 
 
+def check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
+    """Raise ValidationError unless ``value`` is one of ``choices``."""
+    if value not in choices:
+        raise errors.ValidationError(
+            f"{name} must be one of {', '.join(choices)}",
+            details=[{"field": name, "message": f"not one of {', '.join(choices)}"}])
+
+
 def range_error(name: str, low: int, high: int | None = None) -> errors.ValidationError:
     """The error for an integer parameter ``name`` outside ``low``…``high`` (or not an integer).
 

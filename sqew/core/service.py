@@ -39,7 +39,7 @@ from sqew.core import (
     writer_choice,
 )
 from sqew.core.clock import Clock
-from sqew.core.rules import check_range
+from sqew.core.rules import check_choice, check_range
 from sqew.core.sqs_data import SqsDataMethods
 from sqew.core.writer import NO_OBSERVER, Offload, Op, WriteObserver, inline
 
@@ -205,9 +205,10 @@ class QueueService(SqsDataMethods):
 
     async def poll(
         self, queue: str, *, batch: int = 1, wait_ms: int = 0, visibility_ms: int | None = None,
-        gone: Callable[[], bool] | None = None,
+        gone: Callable[[], bool] | None = None, order: str = "priority",
     ) -> list[models.LeasedMessage]:
-        """Lease up to ``batch`` ready messages, waiting up to ``wait_ms`` for some.
+        """Lease up to ``batch`` ready messages (``order="shuffle"``: random ones among the
+        first of the delivery order, ``SqlTx.claim``), waiting up to ``wait_ms`` for some.
 
         Cancelling the call (a server does when the client disconnects) ends a wait at once
         and leases nothing that was not leased yet; so does ``gone`` turning true (the caller
@@ -217,12 +218,12 @@ class QueueService(SqsDataMethods):
         check_range("wait_ms", wait_ms, 0, models.MAX_WAIT_MS)
         if visibility_ms is not None:
             check_range("visibility_ms", visibility_ms, 0, models.MAX_VISIBILITY_MS)
+        check_choice("order", order, models.POLL_ORDERS)
         lead = self._reap_lead()
         if lead is not None:
             await self._reap(lead)
-        return await long_poll.long_poll(
-            self._writer, self.waiter, self.clock, queue, batch, wait_ms, visibility_ms, gone
-        )
+        return await long_poll.long_poll(self._writer, self.waiter, self.clock, queue, batch,
+                                         wait_ms, visibility_ms, gone, shuffle=order == "shuffle")
 
     async def ack(self, queue: str, items: Sequence[tuple[int, str]]) -> list[models.ItemResult]:
         """Acknowledge messages; per-item status ``acked`` / ``lease_lost`` / ``not_found``."""

@@ -91,10 +91,10 @@ class TracedService(QueueService):
 
     def poll(
         self, queue: str, *, batch: int = 1, wait_ms: int = 0, visibility_ms: int | None = None,
-        gone: Callable[[], bool] | None = None,
+        gone: Callable[[], bool] | None = None, order: str = "priority",
     ) -> Call[list[models.LeasedMessage]]:
         call = super().poll(queue, batch=batch, wait_ms=wait_ms, visibility_ms=visibility_ms,
-                            gone=gone)
+                            gone=gone, order=order)
         return self._traced("poll", queue, call, SpanKind.CONSUMER)
 
     def ack(self, queue: str, items: Sequence[tuple[int, str]]) -> Call[list[models.ItemResult]]:

@@ -97,6 +97,7 @@ from sqew.models.messages import (
     ScanPage,
 )
 from sqew.models.queues import (
+    POLL_ORDERS,
     Archive,
     BackoffBaseMs,
     BackoffMaxMs,
@@ -151,6 +152,7 @@ __all__ = [
     "MIN_RETENTION_MS",
     "MIN_TTL_MS",
     "PATTERN_HINTS",
+    "POLL_ORDERS",
     "QUEUE_NAME_PATTERN",
     "SCAN_SOURCES",
     "SIGNATURE_MAX_V1",

@@ -69,6 +69,9 @@ RateLimitPerS = Annotated[float, Meta(
     extra={"default": 0.0, "range": f"0 (off), or ≥ {MIN_RATE_LIMIT_PER_S:.5f}"})]
 Order = Annotated[Literal["fifo", "lifo"], Meta(
     description="Order within one priority", extra={"default": "fifo"})]
+POLL_ORDERS: tuple[str, ...] = ("priority", "shuffle")
+"""A poll's ``order``: ``priority`` (the head of the queue's delivery order) or ``shuffle``
+(random ready messages among the first of that order: docs/rest.md)."""
 Archive = Annotated[bool, Meta(
     description="Keep acked messages in an archive", extra={"default": False})]
 # The minimum counts bytes of UTF-8 (rules.check_hmac_secret), which JSON Schema cannot say: its

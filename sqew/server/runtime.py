@@ -29,6 +29,7 @@ from sqew.core.pressure import Thresholds
 from sqew.core.service import QueueService
 from sqew.server.authenticator import Authenticator
 from sqew.server.background import Background
+from sqew.server.canary import Canary, replica_label
 from sqew.server.metrics import Metrics
 from sqew.settings import Settings
 
@@ -64,6 +65,7 @@ class Runtime:
         self._service: QueueService | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._timer: asyncio.Task[None] | None = None
+        self._canary: asyncio.Task[None] | None = None
         self.draining = False
         self.metrics = Metrics(enabled=settings.metrics)
         self.background = Background(self, self.metrics,
@@ -108,6 +110,11 @@ class Runtime:
         self.background.watch(self._service.pressure)
         self.metrics.queue_labels.look_up_with(self._queue_names)
         self._timer = asyncio.get_running_loop().create_task(self.background.run_forever())
+        if s.canary_interval_s > 0:
+            canary = Canary(self, self.metrics, interval_s=s.canary_interval_s,
+                            replica=replica_label(s.canary_replica),
+                            draining=lambda: self.draining)
+            self._canary = asyncio.get_running_loop().create_task(canary.run_forever())
         self.auth.start()
         log.info("ready: database open, serving requests", extra={"event": "ready"})
 
@@ -124,10 +131,11 @@ class Runtime:
     async def shutdown(self) -> None:
         """Wake waiters, let running calls finish, close the database."""
         self.begin_shutdown()
-        if self._timer is not None:
-            self._timer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._timer
+        for task in (self._timer, self._canary):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         self.background.release()
         if self._service is not None:
             await self.auth.stop()  # records the last uses of keys

@@ -96,6 +96,12 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
         overload_commit_ms: backpressure: refuse enqueues while a group commit's transaction
             (waiting for the write lock included) takes longer than this on a moving average
             (about the last second); 0: not this measure.
+        canary_interval_s: run the canary every this many seconds in each server process: a
+            synthetic message enqueued to ``_canary``, taken and acked, its enqueue-to-ack
+            time in ``sqew_canary_latency_seconds`` and failed rounds in
+            ``sqew_canary_failures_total`` (docs/operations.md); 0: off.
+        canary_replica: the ``replica`` label of the canary's metrics (empty: the host
+            name); give each replica on one database its own.
         sqs_account_id: the AWS account id (12 digits) in the SQS endpoint's queue URLs and
             ARNs (docs/sqs.md).
         sqs_region: the AWS region in the SQS endpoint's queue ARNs.
@@ -139,6 +145,9 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     overload_pending_writes: Annotated[int, Meta(ge=0)] = 4096
     overload_wal_bytes: Annotated[int, Meta(ge=0)] = 1024 * 1024 * 1024
     overload_commit_ms: Annotated[int, Meta(ge=0)] = 1000
+    # The canary (sqew.server.canary)
+    canary_interval_s: Annotated[float, Meta(ge=0, le=86_400)] = 0.0
+    canary_replica: Annotated[str, Meta(max_length=128)] = ""
     # The SQS endpoint (docs/sqs.md)
     sqs_account_id: Annotated[str, Meta(pattern=r"^[0-9]{12}$")] = "123456789012"
     sqs_region: Annotated[str, Meta(pattern=r"^[a-z]{2}(-[a-z0-9]+){1,3}$")] = "us-east-1"

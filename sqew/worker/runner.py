@@ -17,12 +17,16 @@ import queue as queues
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from sqew import errors, models
 from sqew.client.base import Client
 from sqew.worker import signals
 from sqew.worker.held import Holdings, Keeper
 from sqew.worker.settle import Outcome, Settler
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 log = logging.getLogger("sqew.worker")
 
@@ -81,6 +85,9 @@ class Worker:
         drain_timeout_s: how long ``run`` waits for handlers under way once stopping.
         handle_signals: whether ``run``, called on the main thread, turns SIGINT and SIGTERM
             into ``stop()`` while it runs.
+        registry: the prometheus-client registry that exports the counts below once ``run``
+            starts (``sqew.worker.metrics``); None: the process's default registry, the one
+            an app's ``/metrics`` usually serves.
 
     Attributes:
         processed: messages whose handler returned (acked).
@@ -95,7 +102,7 @@ class Worker:
     def __init__(
         self, client: Client, queue: str, handler: Handler, *, concurrency: int = 1,
         wait_ms: int = 1000, visibility_ms: int | None = None, drain_timeout_s: float = 30.0,
-        handle_signals: bool = True,
+        handle_signals: bool = True, registry: CollectorRegistry | None = None,
     ) -> None:
         self.check_handler(handler)
         _check_range("concurrency", concurrency, 1, 1000)
@@ -112,6 +119,7 @@ class Worker:
         self.visibility_ms = visibility_ms
         self.drain_timeout_s = drain_timeout_s
         self.handle_signals = handle_signals
+        self.registry = registry
         self.processed = self.failed = self.rejected = self.lost = self.lease_extensions = 0
         self._counts = threading.Lock()
         self._holdings = Holdings(concurrency)
@@ -159,6 +167,9 @@ class Worker:
         if self._ran:
             raise RuntimeError("a Worker runs once: make a new one to run again")
         self._ran = True
+        from sqew.worker import metrics  # (prometheus-client: loaded by a running Worker only)
+
+        metrics.export(self, self.registry)
         lease_ms = self._lease_ms()
         log.info("consuming %s: %d handler threads, leases of %d ms", self.queue,
                  self.concurrency, lease_ms)

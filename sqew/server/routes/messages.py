@@ -77,6 +77,11 @@ VisibilityMs = Annotated[
     int | None,
     Parameter(ge=0, le=models.MAX_VISIBILITY_MS, description="lease length (default: the queue's)"),
 ]
+# Checked by the service, so a bad value reads the same from a server as from a local client.
+PollOrderParam = Annotated[
+    str, Parameter(description="priority: the head of the queue's order; shuffle: random "
+                   "ready messages", schema_extra={"enum": list(models.POLL_ORDERS)}),
+]
 MessageIdParam = Annotated[
     int, PathParameter(ge=1, le=models.MAX_ID, description="message id")
 ]
@@ -196,7 +201,7 @@ def _with_key(message: models.MessageIn, key: str) -> models.MessageIn:
       summary="Lease messages")
 async def poll(
     request: Req, q: wire.QueuePath, batch: Batch = 1, wait_ms: WaitMs = 0,
-    visibility_ms: VisibilityMs = None,
+    visibility_ms: VisibilityMs = None, order: PollOrderParam = "priority",
 ) -> ASGIApp:
     """Lease up to ``batch`` ready messages, waiting up to ``wait_ms`` for one to arrive."""
     rt = runtime(request)
@@ -204,7 +209,7 @@ async def poll(
     gone = wire.client_gone(request)
     if not wait_ms:
         got = await rt.service.poll(q, batch=batch, wait_ms=0, visibility_ms=visibility_ms,
-                                    gone=gone)
+                                    gone=gone, order=order)
         return JsonResponse(models.LeasedMessageList(got))
     # Waiting polls per process are bounded (max_waiting_polls): one more is told to come back
     # rather than answered empty, which would have its client poll again at once, in a loop.
@@ -216,7 +221,7 @@ async def poll(
     rt.metrics.long_poll_started()
     try:
         call = rt.service.poll(q, batch=batch, wait_ms=wait_ms, visibility_ms=visibility_ms,
-                               gone=gone)
+                               gone=gone, order=order)
         # A waiting poll ends at once when its client disconnects meanwhile.
         got = await wire.unless_disconnected(request, call) or []
     finally:
