@@ -283,3 +283,25 @@ def test_concurrent_consumers_never_hold_two_of_a_group(server: ServerThread, sq
         t.join(90)
     assert not broken
     assert seen == {g: list(range(PER_GROUP)) for g in range(GROUPS)}
+
+
+def test_fifo_over_the_query_protocol(server: ServerThread) -> None:
+    from .test_query import query_client_for
+
+    qsqs = query_client_for(server.url)
+    url = qsqs.create_queue(QueueName=f"query{next(_names)}.fifo", Attributes={
+        "FifoQueue": "true", "ContentBasedDeduplication": "true"})["QueueUrl"]
+    try:
+        sent = qsqs.send_message(QueueUrl=url, MessageBody="q", MessageGroupId="g")
+        batch = qsqs.send_message_batch(QueueUrl=url, Entries=[
+            {"Id": "a", "MessageBody": "q", "MessageGroupId": "g"}])["Successful"]
+        assert batch[0]["SequenceNumber"] == sent["SequenceNumber"]
+        (m,) = qsqs.receive_message(QueueUrl=url, AttributeNames=["All"])["Messages"]
+        assert (m["Attributes"]["MessageGroupId"], m["Attributes"]["SequenceNumber"]) == (
+            "g", sent["SequenceNumber"])
+        with pytest.raises(qsqs.exceptions.ClientError) as caught:
+            qsqs.send_message(QueueUrl=url, MessageBody="q")
+        assert code(caught) == "MissingParameter"
+    finally:
+        qsqs.delete_queue(QueueUrl=url)
+        qsqs.close()
