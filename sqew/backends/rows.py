@@ -156,3 +156,5 @@ class NewMessage(NamedTuple):
     lifo: bool
     traceparent: str | None
     tracestate: str | None
+    group_id: str | None
+    """The message's ordered group (``sql.GROUP_HEAD``), or None."""

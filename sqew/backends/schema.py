@@ -113,6 +113,9 @@ messages = Table(
     # The producer's W3C trace context (docs/rest.md#trace-context), returned on delivery.
     Column("traceparent", String(55), nullable=True),
     Column("tracestate", String(512), nullable=True),
+    # A message with a group is delivered only when no earlier message of its group is left
+    # in its queue (``sql.GROUP_HEAD``): the message groups of SQS's FIFO queues.
+    Column("group_id", String(128), nullable=True),
     MESSAGES_QUEUE_KEY,
     sqlite_autoincrement=True,
 )
@@ -145,6 +148,14 @@ Index(
     postgresql_where=text("lease_expires_at IS NOT NULL"),
 )
 Index("ix_messages_expiry", messages.c.queue_id, messages.c.expires_at)
+Index(
+    "ix_messages_group",
+    messages.c.queue_id,
+    messages.c.group_id,
+    messages.c.id,
+    sqlite_where=text("group_id IS NOT NULL"),
+    postgresql_where=text("group_id IS NOT NULL"),
+)
 
 dedup = Table(
     "dedup",

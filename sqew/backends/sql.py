@@ -36,6 +36,18 @@ INSERT_CHUNK = 100
 """Rows per multi-row ``INSERT`` of the neutral ``insert_messages`` (800 parameters)."""
 
 _NO_LIMIT = 2**31 - 1  # attempts, where none moves a message on (a DLQ's)
+GROUP_HEAD = (
+    "(messages.group_id IS NULL OR NOT EXISTS (SELECT 1 FROM messages g "
+    "WHERE g.queue_id = messages.queue_id AND g.group_id = messages.group_id "
+    "AND g.id < messages.id AND g.expires_at > {now}))"
+)
+"""The condition every claim puts on a ready message (``{now}``: the claim's time): it has no
+group, or no earlier unexpired message of its group is left in its queue, leased, delayed or
+ready. So one message of a group at most is ever leased, whoever polls: a claim that sees
+two of a group ready leases the first only (a later one waits), and a concurrent claim under
+``SKIP LOCKED`` that skips the locked first finds the later one behind it, not a head. A
+nacked or expired lease puts its message back first in line (its id is unchanged); an ack, a
+dead-lettering (the message leaves the queue) or its expiry lets the next one go."""
 LEASE_EXPIRED = "lease expired"
 """``last_error`` of a message dead-lettered because its last allowed lease ran out."""
 
@@ -192,7 +204,7 @@ class SqlTx(
         return (
             f"SELECT {cols} FROM messages WHERE queue_id = {queue} AND lease_expires_at IS NULL "
             f"AND lifo = {self._bool(lifo)} AND available_at <= :now AND +expires_at > :now "
-            f"ORDER BY {order} LIMIT {limit}{lock}"
+            f"AND {GROUP_HEAD.format(now=':now')} ORDER BY {order} LIMIT {limit}{lock}"
         )
 
     def claim(

@@ -40,21 +40,27 @@ class Enqueue(Op[Results]):
 
     ``proof``: the signature and raw body of an enqueue that came over HTTP, checked against
     the queue's ``hmac_secret`` (read in this transaction) before anything else; None for a
-    caller that is not checked (see ``QueueService.enqueue``).
+    caller that is not checked (see ``QueueService.enqueue``). ``groups``: each message's
+    ordered group (``QueueService.enqueue``), or None for none.
     """
 
-    __slots__ = ("has_fast", "keyed", "locks_first", "messages", "notify", "proof", "queue",
-                 "to_dlq")
+    __slots__ = ("groups", "has_fast", "keyed", "locks_first", "messages", "notify", "proof",
+                 "queue", "to_dlq")
 
     def __init__(
         self, queue: str, messages: Sequence[models.MessageIn],
-        proof: signing.Proof | None = None,
+        proof: signing.Proof | None = None, groups: Sequence[str | None] | None = None,
     ) -> None:
         check_batch(messages)
+        if groups is not None and len(groups) != len(messages):
+            raise errors.ValidationError("one group (or None) per message")
         self.queue = queue
         self.messages = messages
         self.proof = proof
-        self.keyed = any(m.idempotency_key is not None for m in messages)
+        self.groups = groups
+        # Grouped enqueues take the keyed way (alone, in a transaction): the only one whose
+        # rows carry a group.
+        self.keyed = groups is not None or any(m.idempotency_key is not None for m in messages)
         self.notify = (queue,)
         self.locks_first = not self.keyed  # ``reserve`` writes the queue's row first
         self.to_dlq = rules.is_dlq(queue)
@@ -82,7 +88,7 @@ class Enqueue(Op[Results]):
         if self.keyed:  # duplicates are found inside: count after
             q = within_queue_limit(tx, queue_row(tx, self.queue))
             self.check(tx, q.hmac_secret, now)
-            return insert(tx, q, self.messages, now)
+            return insert(tx, q, self.messages, now, self.groups)
         def rows_for(q: QueueLimits) -> list[NewMessage]:
             if self.to_dlq:
                 q = within_queue_limit(tx, q)
@@ -165,20 +171,25 @@ def _alone(tx: Tx, q: QueueLimits, op: Enqueue, now: int) -> Outcome:
         op.check(tx, q.hmac_secret, now)
         with tx.savepoint():
             return True, insert(tx, within_queue_limit(tx, queue_row(tx, op.queue)),
-                                op.messages, now)
+                                op.messages, now, op.groups)
     except errors.SqewError as exc:
         return False, exc
 
 
-def insert(tx: Tx, q: QueueRow, messages: Sequence[models.MessageIn], now: int) -> Results:
-    """Insert ``messages`` into ``q``, idempotency keys looked up, then count them."""
+def insert(
+    tx: Tx, q: QueueRow, messages: Sequence[models.MessageIn], now: int,
+    groups: Sequence[str | None] | None = None,
+) -> Results:
+    """Insert ``messages`` (of ``groups``, when given) into ``q``, idempotency keys looked up,
+    then count them."""
     rows: list[NewMessage] = []
     slots: list[int | str] = []  # per input: index into rows, or the dedup key
     seen: dict[str, int] = {}  # key → index into rows (first of the batch)
     keys = list(dict.fromkeys(m.idempotency_key for m in messages if m.idempotency_key))
     known = tx.find_dedup(q.id, keys, now) if keys else {}  # key → stored message id
     for i, m in enumerate(messages):
-        row = _row(q, m, i, now)  # a duplicate is validated like any message
+        row = _row(q, m, i, now, None if groups is None else groups[i])  # (a duplicate is
+        # validated like any message)
         key = m.idempotency_key
         if key is not None:
             if key in seen or key in known:
@@ -238,8 +249,12 @@ def admit(tx: Tx, q: QueueRow | QueueLimits, count: int, depth: int, now: int) -
         tx.update_queue(q.id, {"rl_tokens": level, "rl_at": now})
 
 
-def _row(q: QueueRow | QueueLimits, m: models.MessageIn, index: int, now: int) -> NewMessage:
-    """The row of message ``index`` of an enqueue into ``q``, checked against its limits."""
+def _row(
+    q: QueueRow | QueueLimits, m: models.MessageIn, index: int, now: int,
+    group: str | None = None,
+) -> NewMessage:
+    """The row of message ``index`` (of ``group``) of an enqueue into ``q``, checked against
+    its limits."""
     payload = bytes(m.payload)
     if len(payload) > q.max_payload_bytes:
         raise errors.PayloadTooLarge(
@@ -263,5 +278,5 @@ def _row(q: QueueRow | QueueLimits, m: models.MessageIn, index: int, now: int) -
     return _new_message(NewMessage, (
         q.id, payload.decode(), m.priority,
         _encode(m.attributes).decode() if m.attributes else None,
-        now, now + m.delay_ms, now + ttl, q.lifo, m.traceparent, m.tracestate,
+        now, now + m.delay_ms, now + ttl, q.lifo, m.traceparent, m.tracestate, group,
     ))

@@ -177,7 +177,7 @@ class QueueService(SqsDataMethods):
     # --- messages -------------------------------------------------------------------------------
     async def enqueue(
         self, queue: str, messages: Sequence[models.MessageIn],
-        proof: signing.Proof | None = None,
+        proof: signing.Proof | None = None, groups: Sequence[str | None] | None = None,
     ) -> list[models.EnqueueResult]:
         """Enqueue messages all-or-nothing; duplicates (idempotency) return the first id.
 
@@ -191,6 +191,8 @@ class QueueService(SqsDataMethods):
                 ``InvalidSignature``. None means the caller is trusted: the embedded Client
                 and the local CLI run as the database file's owner, who can read the secret
                 anyway, and are not checked.
+            groups: each message's ordered group, or None: one message of a group is out
+                at a time, in order (``sql.GROUP_HEAD``; SQS FIFO queues: docs/sqs.md).
 
         Raises:
             sqew.errors.Overloaded: writes back up (``backpressure``); nothing was enqueued.
@@ -201,7 +203,7 @@ class QueueService(SqsDataMethods):
             raise errors.Overloaded(
                 f"the server is overloaded ({self.pressure.describe()}); enqueue later, "
                 "polls and acks go on", retry_after=pressure.RETRY_AFTER_S)
-        return await self._writer.write(producing.Enqueue(queue, messages, proof))
+        return await self._writer.write(producing.Enqueue(queue, messages, proof, groups))
 
     async def poll(
         self, queue: str, *, batch: int = 1, wait_ms: int = 0, visibility_ms: int | None = None,

@@ -84,9 +84,9 @@ class TracedService(QueueService):
     # --- messages -------------------------------------------------------------------------------
     def enqueue(
         self, queue: str, messages: Sequence[models.MessageIn],
-        proof: signing.Proof | None = None,
+        proof: signing.Proof | None = None, groups: Sequence[str | None] | None = None,
     ) -> Call[list[models.EnqueueResult]]:
-        return self._traced("enqueue", queue, super().enqueue(queue, messages, proof),
+        return self._traced("enqueue", queue, super().enqueue(queue, messages, proof, groups),
                             SpanKind.PRODUCER)
 
     def poll(

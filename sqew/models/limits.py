@@ -48,7 +48,10 @@ KEY_NAME_MAX = 100
 # `$` in Python's re also matches before a final newline; this lookahead ends the string in both
 # Python and the ECMA-262 dialect of the OpenAPI schema.
 END_OF_TEXT = r"(?![\s\S])"
-QUEUE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,79}" + END_OF_TEXT
+# (An SQS FIFO queue's name ends in `.fifo`, within the 80 characters: docs/sqs.md.)
+QUEUE_NAME_PATTERN = (
+    r"^[A-Za-z0-9](?:[A-Za-z0-9_-]{0,79}|[A-Za-z0-9_-]{0,74}\.fifo)" + END_OF_TEXT
+)
 IDEMPOTENCY_KEY_PATTERN = r"^[\x20-\x7e]+" + END_OF_TEXT
 # W3C Trace Context (docs/rest.md "Trace context"): a traceparent of version 00's form, neither
 # id all zeros (invalid by the W3C rules), version ff forbidden; a tracestate of printable ASCII.
@@ -66,7 +69,10 @@ SIGNATURE_PATTERN = (
 KEY_NAME_PATTERN = r"^[^\x00-\x1f\x7f]{1," + str(KEY_NAME_MAX) + "}" + END_OF_TEXT
 
 PATTERN_HINTS = {
-    QUEUE_NAME_PATTERN: "1-80 letters, digits, '_' or '-', starting with a letter or digit",
+    QUEUE_NAME_PATTERN: (
+        "1-80 letters, digits, '_' or '-', starting with a letter or digit (it may end in "
+        "'.fifo')"
+    ),
     IDEMPOTENCY_KEY_PATTERN: "printable ASCII",
     TRACEPARENT_PATTERN: (
         "a W3C traceparent: 00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>, lower case, "

@@ -13,7 +13,7 @@ from typing import Any
 
 from sqew import errors, models
 from sqew.core import rules
-from sqew.sqs import attributes, batches, inputs, messaging, permissions, redrive, tags
+from sqew.sqs import attributes, batches, fifo, inputs, messaging, permissions, redrive, tags
 from sqew.sqs.errors import SqsError, from_sqew, invalid
 from sqew.sqs.urls import Context, is_name, queue_name
 
@@ -44,16 +44,18 @@ async def create_queue(ctx: Context, p: Params) -> Params:
     existing queue's URL when it has the same attributes, else ``QueueNameExists``."""
     name: str = p["QueueName"]
     given: dict[str, str] = p.get("Attributes", {})
-    if name.endswith(".fifo") or given.get("FifoQueue", "false").lower() != "false":
-        raise SqsError("UnsupportedOperation", "FIFO queues are not supported yet.")
-    if not _SQS_NAME.fullmatch(name):
+    is_fifo = fifo.check_create(name, given)
+    if len(name) > fifo.MAX_NAME or not _SQS_NAME.fullmatch(
+            name[: -len(fifo.SUFFIX)] if is_fifo else name):
         raise invalid("Can only include alphanumeric characters, hyphens, or underscores. "
                       "1 to 80 in length")
     if not is_name(name):
         raise invalid(f"Queue name {name} is invalid: a sqew queue's name starts with a "
                       "letter or a digit")
     settings = attributes.to_settings(ctx, name, given)
-    data = attributes.data_of(given)
+    if is_fifo:
+        settings["dedup_window_ms"] = fifo.DEDUP_WINDOW_MS
+    data = {**attributes.data_of(given), **fifo.attribute_data(is_fifo, given, {})}
     given_tags = tags.check(p.get("tags", {}))
     if len(given_tags) > tags.MAX_TAGS:
         raise invalid(f"Too many tags added for queue {name}: a queue has at most "
@@ -110,8 +112,13 @@ async def get_queue_attributes(ctx: Context, p: Params) -> Params:
 async def set_queue_attributes(ctx: Context, p: Params) -> Params:
     """SetQueueAttributes: the settings the attributes map to (``sqew.sqs.attributes``)."""
     name = queue_name(p["QueueUrl"])
+    if "FifoQueue" in p["Attributes"]:  # (a queue's type is set once, by CreateQueue)
+        raise SqsError("InvalidAttributeName", "Unknown Attribute FifoQueue.")
     settings = attributes.to_settings(ctx, name, p["Attributes"])
     data = attributes.data_of(p["Attributes"])
+    if any(n in fifo.CHOICES for n in p["Attributes"]):
+        data.update(fifo.attribute_data(fifo.is_fifo(name), p["Attributes"],
+                                        await ctx.service.sqs_data(name)))
     if "RedrivePolicy" in p["Attributes"]:
         target = rules.dlq_name(name)
         if not redrive.allows(ctx, await ctx.service.sqs_data(target), name):

@@ -9,6 +9,7 @@
 | DelaySeconds, ReceiveMessageWaitTimeSeconds | the queue's SQS data (``sqew.core.sqs_data``) |
 | Policy (a JSON object; ``""``: none) | the queue's SQS data (``sqew.sqs.permissions``) |
 | RedriveAllowPolicy (``""``: none) | the queue's SQS data (``sqew.sqs.redrive``) |
+| ContentBasedDeduplication, DeduplicationScope, FifoThroughputLimit | SQS data (``fifo``) |
 
 Read-only: ``QueueArn``, the ``ApproximateNumberOf…`` counters (ready, leased, delayed),
 ``CreatedTimestamp`` and ``LastModifiedTimestamp`` (epoch seconds). Attribute names outside
@@ -24,7 +25,7 @@ import msgspec
 from sqew import models
 from sqew.core import rules
 from sqew.core.sqs_data import Data
-from sqew.sqs import permissions, redrive
+from sqew.sqs import fifo, permissions, redrive
 from sqew.sqs.errors import SqsError
 from sqew.sqs.urls import Context
 
@@ -42,8 +43,6 @@ READ_ONLY = frozenset({
 })
 NOT_YET = frozenset({
     "KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds", "SqsManagedSseEnabled",
-    "ContentBasedDeduplication", "DeduplicationScope",
-    "FifoThroughputLimit",
 })
 """Attributes of AWS's model that sqew does not implement yet (docs/sqs.md, "Roadmap")."""
 IN_DATA = ("DelaySeconds", "ReceiveMessageWaitTimeSeconds")
@@ -73,6 +72,8 @@ def read(ctx: Context, queue: models.Queue, names: list[str], data: Data) -> dic
             "deadLetterTargetArn": ctx.arn(queue.dlq), "maxReceiveCount": queue.max_attempts,
         }).decode()
     every.update({k: data[k] for k in ("Policy", "RedriveAllowPolicy") if data.get(k)})
+    if fifo.is_fifo(queue.name):
+        every.update(fifo.attributes(data))
     if "All" in names:
         return every
     return {name: every[name] for name in names if name in every}
@@ -85,16 +86,15 @@ def to_settings(ctx: Context, queue: str, given: dict[str, str]) -> dict[str, An
     Raises:
         SqsError: ``InvalidAttributeName`` (a read-only attribute), ``InvalidAttributeValue``
             (a value out of its range or malformed), ``UnsupportedOperation`` (an attribute
-            sqew does not implement yet, FIFO).
+            sqew does not implement yet).
     """
     fields: dict[str, Any] = {}
     for name, value in given.items():
         if name in READ_ONLY:
             raise SqsError("InvalidAttributeName", f"Unknown Attribute {name}.")
-        if name == "FifoQueue":
-            if value.lower() != "false":
-                raise SqsError("UnsupportedOperation", "FIFO queues are not supported yet.")
-        elif name in NOT_YET:
+        if name == "FifoQueue" or name in fifo.CHOICES:
+            continue  # (checked by fifo.check_create and fifo.attribute_data)
+        if name in NOT_YET:
             raise SqsError("UnsupportedOperation", f"The attribute {name} is not supported yet.")
         elif name == "RedrivePolicy":
             fields["max_attempts"] = _redrive(ctx, queue, value)
@@ -130,8 +130,10 @@ def same(ctx: Context, queue: models.Queue, given: dict[str, str], data: Data) -
     current = read(ctx, queue, ["All"], data)
     for name, value in given.items():
         if name == "FifoQueue":
-            continue  # ("false": to_settings refused anything else)
-        if name in ("Policy", "RedriveAllowPolicy"):
+            kept = value.lower() == str(fifo.is_fifo(queue.name)).lower()
+        elif name in fifo.CHOICES:
+            kept = current.get(name) == value
+        elif name in ("Policy", "RedriveAllowPolicy"):
             kept = current.get(name, "") == value
         elif name == "RedrivePolicy":
             kept = not rules.is_dlq(queue.name) and (

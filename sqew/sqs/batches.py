@@ -59,16 +59,17 @@ async def send_message_batch(ctx: Context, p: Params) -> Params:
     """SendMessageBatch: the valid entries enqueued together, the others failed."""
     name = queue_name(p["QueueUrl"])
     ok: list[tuple[str, envelope.Parts, models.MessageIn]] = []
+    groups: dict[str, str | None] = {}
     bad: list[Params] = []
     total = 0
     given = entries(p, "SendMessageBatch")
-    default = 0 if all("DelaySeconds" in e for e in given) else (
-        await messaging.queue_default(ctx, name, "DelaySeconds"))
+    is_fifo, data = await messaging.send_data(
+        ctx, name, {} if any("DelaySeconds" not in e for e in given) else given[0])
     for entry in given:
         try:
             parts, size = messaging.parts_of(entry)
-            message = envelope.to_message(parts, messaging.delay_ms(entry, default),
-                                          ctx.max_json_depth)
+            message, groups[entry["Id"]] = messaging.fifo_message(
+                entry, parts, is_fifo, data, ctx.max_json_depth)
         except SqsError as exc:
             bad.append(failed(entry["Id"], exc))
             continue
@@ -86,8 +87,9 @@ async def send_message_batch(ctx: Context, p: Params) -> Params:
                 for e in ok if e not in fits]
         ok = fits
     results = await ctx.service.enqueue(
-        name, [m for *_, m in ok], messaging.UNSIGNED) if ok else []
-    done = [{"Id": entry_id, **messaging.sent(parts, r.message_id)}
+        name, [m for *_, m in ok], messaging.UNSIGNED,
+        [groups[e[0]] for e in ok] if is_fifo else None) if ok else []
+    done = [{"Id": entry_id, **messaging.sent_fifo(parts, r.message_id, is_fifo)}
             for (entry_id, parts, _), r in zip(ok, results, strict=True)]
     return {"Successful": done, "Failed": bad}
 

@@ -4,10 +4,10 @@ A queue is the same queue over REST and SQS (docs/sqs.md). A body that is a JSON
 stored as the payload itself, exactly as sent, so a REST consumer reads it as that JSON value;
 any other body is stored as a JSON string, so REST reads it as a string. What sqew's messages
 have no field for (that the body was text, typed message attributes, system attributes such as
-``AWSTraceHeader``, a ``MessageGroupId``) is kept as JSON in the attribute ``sqew.sqs``, present
-only when there is something to keep. Read back over SQS, a message gives its payload's JSON
-text as the body (or the text it was sent as), sqew's plain attributes as ``String`` message
-attributes, and what the reserved attribute kept.
+``AWSTraceHeader``, a ``MessageGroupId``, a FIFO message's deduplication id) is kept as JSON
+in the attribute ``sqew.sqs``, present only when there is something to keep. Read back over
+SQS, a message gives its payload's JSON text as the body (or the text it was sent as), sqew's
+plain attributes as ``String`` message attributes, and what the reserved attribute kept.
 """
 
 from __future__ import annotations
@@ -35,12 +35,16 @@ class Parts:
     attributes: dict[str, Attribute] = field(default_factory=dict)
     system: dict[str, Attribute] = field(default_factory=dict)
     group_id: str | None = None
+    dedup_id: str | None = None
 
 
-def to_message(parts: Parts, delay_ms: int, max_depth: int) -> models.MessageIn:
-    """The sqew message that stores ``parts``, delivered ``delay_ms`` from now; a JSON body
-    is kept as JSON when REST clients can read it (no deeper than ``max_depth``, the server's
-    ``max_json_depth``, and no number beyond every decoder's range: ``sqew.jsonlimits``)."""
+def to_message(
+    parts: Parts, delay_ms: int, max_depth: int, idempotency_key: str | None = None,
+) -> models.MessageIn:
+    """The sqew message that stores ``parts``, delivered ``delay_ms`` from now, under
+    ``idempotency_key`` if given; a JSON body is kept as JSON when REST clients can read it
+    (no deeper than ``max_depth``, the server's ``max_json_depth``, and no number beyond every
+    decoder's range: ``sqew.jsonlimits``)."""
     raw = parts.body.encode()
     kept: dict[str, Any] = {}
     if readable_json(raw, max_depth):
@@ -54,8 +58,11 @@ def to_message(parts: Parts, delay_ms: int, max_depth: int) -> models.MessageIn:
         kept["sys"] = {name: a.to_stored() for name, a in parts.system.items()}
     if parts.group_id is not None:
         kept["group"] = parts.group_id
+    if parts.dedup_id is not None:
+        kept["dedup"] = parts.dedup_id
     attributes = {RESERVED: _encode(kept).decode()} if kept else None
-    return models.MessageIn(payload=payload, delay_ms=delay_ms, attributes=attributes)
+    return models.MessageIn(payload=payload, delay_ms=delay_ms, attributes=attributes,
+                            idempotency_key=idempotency_key)
 
 
 def readable_json(raw: bytes, max_depth: int) -> bool:
@@ -85,9 +92,10 @@ def from_message(message: models.Message) -> Parts:
             body = decoded
     attributes = {name: Attribute("String", text=value) for name, value in plain.items()}
     attributes.update(_typed(kept.get("attrs")))
-    group = kept.get("group")
+    group, dedup = kept.get("group"), kept.get("dedup")
     return Parts(body, attributes, _typed(kept.get("sys")),
-                 group if isinstance(group, str) else None)
+                 group if isinstance(group, str) else None,
+                 dedup if isinstance(dedup, str) else None)
 
 
 def _kept(text: str | None) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from sqew import models
 from sqew.core import signing
-from sqew.sqs import digests, envelope, handles, service, typed
+from sqew.sqs import digests, envelope, fifo, handles, service, typed
 from sqew.sqs.errors import SqsError, invalid
 from sqew.sqs.typed import Attribute
 from sqew.sqs.urls import Context, queue_name
@@ -43,9 +43,6 @@ def parts_of(p: Params) -> tuple[envelope.Parts, int]:
     if not body:
         raise invalid("The request must contain the parameter MessageBody.")
     typed.check_text(body, "the message body")
-    if "MessageDeduplicationId" in p:
-        raise invalid("The request include parameter that is not valid for this queue type: "
-                      "MessageDeduplicationId applies to FIFO queues.")
     attrs = typed.user_attributes(p.get("MessageAttributes"))
     size = len(body.encode()) + sum(a.size(n) for n, a in attrs.items())
     if size > MAX_MESSAGE_BYTES:
@@ -86,14 +83,45 @@ def sent(parts: envelope.Parts, message_id: int) -> Params:
     return out
 
 
+def fifo_message(p: Params, parts: envelope.Parts, is_fifo: bool, data: Params,
+                 max_depth: int) -> tuple[models.MessageIn, str | None]:
+    """The sqew message of a send's checked ``parts`` to a queue (FIFO or not) whose SQS
+    data is ``data``, and its ordered group (``sqew.sqs.fifo``: None on a standard queue)."""
+    group, dedup = fifo.check_send(is_fifo, p, data)
+    key = None
+    if group is not None and dedup is not None:
+        parts.dedup_id = dedup
+        key = fifo.idempotency_key(group, dedup, data)
+    delay = delay_ms(p, data.get("DelaySeconds", 0))
+    return envelope.to_message(parts, delay, max_depth, key), group
+
+
+async def send_data(ctx: Context, name: str, p: Params) -> tuple[bool, Params]:
+    """Whether queue ``name`` is FIFO, and the SQS data a send to it needs (its delay
+    and, on a FIFO queue, its deduplication); read once only when needed."""
+    is_fifo = fifo.is_fifo(name)
+    need = is_fifo or "DelaySeconds" not in p
+    return is_fifo, (await ctx.service.sqs_data(name)) if need else {}
+
+
+def sent_fifo(parts: envelope.Parts, message_id: int, is_fifo: bool) -> Params:
+    """``sent``, with the message's ``SequenceNumber`` on a FIFO queue."""
+    out = sent(parts, message_id)
+    if is_fifo:
+        out["SequenceNumber"] = fifo.sequence_number(message_id)
+    return out
+
+
 async def send_message(ctx: Context, p: Params) -> Params:
-    """SendMessage: enqueue the body with its attributes, delayed by ``DelaySeconds``."""
+    """SendMessage: enqueue the body with its attributes, delayed by ``DelaySeconds`` (on a
+    FIFO queue, in its group, deduplicated: a duplicate answers the first's id)."""
     name = queue_name(p["QueueUrl"])
     parts, _ = parts_of(p)
-    default = 0 if "DelaySeconds" in p else await queue_default(ctx, name, "DelaySeconds")
-    message = envelope.to_message(parts, delay_ms(p, default), ctx.max_json_depth)
-    (result,) = await ctx.service.enqueue(name, [message], UNSIGNED)
-    return sent(parts, result.message_id)
+    is_fifo, data = await send_data(ctx, name, p)
+    message, group = fifo_message(p, parts, is_fifo, data, ctx.max_json_depth)
+    (result,) = await ctx.service.enqueue(name, [message], UNSIGNED,
+                                          [group] if is_fifo else None)
+    return sent_fifo(parts, result.message_id, is_fifo)
 
 
 async def receive_message(ctx: Context, p: Params) -> Params:
@@ -143,6 +171,10 @@ def _received(ctx: Context, queue: str, m: models.LeasedMessage, wanted: set[str
     system.update({n: a.text for n, a in parts.system.items()})
     if parts.group_id is not None:
         system["MessageGroupId"] = parts.group_id
+    if parts.dedup_id is not None:
+        system["MessageDeduplicationId"] = parts.dedup_id
+    if fifo.is_fifo(queue):
+        system["SequenceNumber"] = fifo.sequence_number(m.id)
     if isinstance(m.origin_queue, str):
         system["DeadLetterQueueSourceArn"] = ctx.arn(m.origin_queue)
     chosen = system if "All" in wanted else {k: v for k, v in system.items() if k in wanted}

@@ -162,7 +162,7 @@ def test_validation_errors_are_worded_alike_locally_and_through_a_server(
              "order must be one of fifo, lifo"),
             (("queue", "add", "--name", "bad.name"),
              "name must be a string of 1-80 letters, digits, '_' or '-', starting with a letter "
-             "or digit"),
+             "or digit (it may end in '.fifo')"),
             (("queue", "add", "--name", sqew.name("x"), "--rate-limit-per-s", "1e-300"),
              "rate_limit_per_s must be 0 (off) or at least 0.00001"),
             (("message", "get", "--queue", jobs, "--batch", "101"),

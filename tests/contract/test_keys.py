@@ -164,7 +164,7 @@ BAD_REQUESTS: list[tuple[dict[str, Any], str, str]] = [
     ({"scopes": ["admin"], "name": "two\nlines"}, "name", NAME_RULE),
     ({"scopes": ["admin"], "queue": "no such/queue"}, "queue",
      "queue must be a string of 1-80 letters, digits, '_' or '-', starting with a letter or "
-     "digit"),
+     "digit (it may end in '.fifo')"),
 ]
 
 

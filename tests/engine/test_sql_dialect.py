@@ -112,7 +112,7 @@ def every_statement(calls: Calls) -> None:
     assert tx.reserve("q", 4).depth == 5
     tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     new = [(qid, f'"m{i}"', 0, None, now, now, now + 10_000, False, *((tp, "k=v") if i == 0
-            else (None, None))) for i in range(4)]
+            else (None, None)), "g" if i == 3 else None) for i in range(4)]
     ids = tx.insert_messages(new)
     assert [tx.get_message(qid, i).payload for i in ids] == ['"m0"', '"m1"', '"m2"', '"m3"']
     tx.put_dedup([(qid, "k", ids[0], now + 100)])
@@ -178,7 +178,7 @@ def every_statement(calls: Calls) -> None:
     assert tx.claim_by_name("none", now, 1, None) is None
     assert tx.ack_by_name("none", [(1, "t")], now) is None
     depth = tx.get_queue("q").depth
-    row = (qid, '"n"', 0, None, now, now, now + 10_000, False, None, None)
+    row = (qid, '"n"', 0, None, now, now, now + 10_000, False, None, None, None)
     (new_id,) = tx.enqueue_by_name("q", 2, lambda limits: [row])  # one refused: not counted
     assert tx.get_queue("q").depth == depth + 1
     got_q, (m,) = tx.claim_by_name("q", now, 5, 7)
@@ -253,7 +253,8 @@ def test_the_neutral_insert_returns_ids_in_input_order_across_chunks(
     qid = tx.insert_queue(queue_values("q", None))
     count = 2 * INSERT_CHUNK + 7
     ids = tx.insert_messages(
-        [(qid, str(i), i % 3, None, 0, 0, 10, bool(i % 2), None, None) for i in range(count)]
+        [(qid, str(i), i % 3, None, 0, 0, 10, bool(i % 2), None, None, None)
+         for i in range(count)]
     )
     assert len(set(ids)) == count
     rows = {m.id: m for m in tx.list_messages(qid, 0, count)}

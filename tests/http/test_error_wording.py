@@ -44,7 +44,8 @@ BAD_BODIES = [
     ("/keys", {"scopes": []}, "scopes", "must be a list of 1 to 3 items"),
     ("/keys", {"scopes": ["admin", "admin"]}, "scopes", "must not repeat a scope"),
     ("/keys", {"scopes": ["admin"], "queue": "a b"}, "queue",
-     "must be a string of 1-80 letters, digits, '_' or '-', starting with a letter or digit"),
+     "must be a string of 1-80 letters, digits, '_' or '-', starting with a letter or digit "
+     "(it may end in '.fifo')"),
 ]
 
 

@@ -374,7 +374,7 @@ def test_a_by_name_write_is_part_of_its_transaction(pg_url: str) -> None:
         now = backend.clock()
         with pytest.raises(RuntimeError), backend.write() as tx:
             ids = tx.enqueue_by_name("q", 1, lambda q: [NewMessage(
-                q.id, "2", 0, None, now, now, now + 60_000, False, None, None)])
+                q.id, "2", 0, None, now, now, now + 60_000, False, None, None, None)])
             assert ids
             raise RuntimeError("the operation fails after its enqueue")
         stats = asyncio.run(service.stats("q"))

@@ -144,7 +144,8 @@ def test_set_queue_attributes(sqs: Any, queue: str) -> None:
         "maxReceiveCount": 2})}, "InvalidAttributeValue"),
     ({"QueueArn": "arn:aws:sqs:us-east-1:123456789012:x"}, "InvalidAttributeName"),
     ({"Bogus": "1"}, "InvalidAttributeName"),
-    ({"FifoQueue": "true"}, "UnsupportedOperation"),
+    ({"FifoQueue": "true"}, "InvalidAttributeName"),
+    ({"ContentBasedDeduplication": "true"}, "InvalidAttributeName"),
     ({"Policy": "[not an object]"}, "InvalidAttributeValue"),
     ({"KmsMasterKeyId": "alias/x"}, "UnsupportedOperation"),
 ])

@@ -26,6 +26,7 @@ from sqew.backends.columns import ARCHIVED, INSERT_ARCHIVE, INSERT_MESSAGES, INS
 from sqew.backends.columns import MESSAGE as MESSAGE_COLUMNS
 from sqew.backends.postgres.connection import CHANNEL
 from sqew.backends.rows import ClaimQueue, MessageRow, NewMessage
+from sqew.backends.sql import GROUP_HEAD
 
 
 def pg_type(column: str) -> str:
@@ -186,7 +187,8 @@ def _claim_sql(lifo: bool, limit: str, token: str) -> str:
         "picked AS MATERIALIZED (SELECT ARRAY(SELECT ctid FROM messages WHERE queue_id = "
         f"(SELECT id FROM q WHERE NOT ended AND lifo = {literal}) "
         f"AND lease_expires_at IS NULL AND lifo = {literal} AND available_at <= {_NOW} "
-        f"AND +expires_at > {_NOW} ORDER BY {order} LIMIT {limit} FOR UPDATE SKIP LOCKED) "
+        f"AND +expires_at > {_NOW} AND {GROUP_HEAD.format(now=_NOW)} "
+        f"ORDER BY {order} LIMIT {limit} FOR UPDATE SKIP LOCKED) "
         "AS addrs), "
         "c AS (UPDATE messages SET lease_expires_at = %(now)s + "
         "COALESCE(CAST(%(vis)s AS BIGINT), (SELECT visibility_ms FROM q)), "
