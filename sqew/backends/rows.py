@@ -157,4 +157,4 @@ class NewMessage(NamedTuple):
     traceparent: str | None
     tracestate: str | None
     group_id: str | None
-    """The message's ordered group (``sql.GROUP_HEAD``), or None."""
+    """The message's ordered group (``sql_sqs.GROUP_HEAD``), or None."""

@@ -114,7 +114,7 @@ messages = Table(
     Column("traceparent", String(55), nullable=True),
     Column("tracestate", String(512), nullable=True),
     # A message with a group is delivered only when no earlier message of its group is left
-    # in its queue (``sql.GROUP_HEAD``): the message groups of SQS's FIFO queues.
+    # in its queue (``sql_sqs.GROUP_HEAD``): the message groups of SQS's FIFO queues.
     Column("group_id", String(128), nullable=True),
     MESSAGES_QUEUE_KEY,
     sqlite_autoincrement=True,

@@ -29,25 +29,13 @@ from sqew.backends.sql_keys import KeyStatements
 from sqew.backends.sql_queues import ENDED_LEASES, QueueStatements
 from sqew.backends.sql_reaps import ReapStatements
 from sqew.backends.sql_scans import ScanStatements
-from sqew.backends.sql_sqs import SqsStatements
+from sqew.backends.sql_sqs import GROUP_HEAD, SqsStatements
 
 _KEYS_PER_LOOKUP = 500  # idempotency keys looked up per statement (a batch holds up to 1000)
 INSERT_CHUNK = 100
 """Rows per multi-row ``INSERT`` of the neutral ``insert_messages`` (800 parameters)."""
 
 _NO_LIMIT = 2**31 - 1  # attempts, where none moves a message on (a DLQ's)
-GROUP_HEAD = (
-    "(messages.group_id IS NULL OR NOT EXISTS (SELECT 1 FROM messages g "
-    "WHERE g.queue_id = messages.queue_id AND g.group_id = messages.group_id "
-    "AND g.id < messages.id AND g.expires_at > {now}))"
-)
-"""The condition every claim puts on a ready message (``{now}``: the claim's time): it has no
-group, or no earlier unexpired message of its group is left in its queue, leased, delayed or
-ready. So one message of a group at most is ever leased, whoever polls: a claim that sees
-two of a group ready leases the first only (a later one waits), and a concurrent claim under
-``SKIP LOCKED`` that skips the locked first finds the later one behind it, not a head. A
-nacked or expired lease puts its message back first in line (its id is unchanged); an ack, a
-dead-lettering (the message leaves the queue) or its expiry lets the next one go."""
 LEASE_EXPIRED = "lease expired"
 """``last_error`` of a message dead-lettered because its last allowed lease ran out."""
 

@@ -191,8 +191,7 @@ class QueueService(SqsDataMethods):
                 ``InvalidSignature``. None means the caller is trusted: the embedded Client
                 and the local CLI run as the database file's owner, who can read the secret
                 anyway, and are not checked.
-            groups: each message's ordered group, or None: one message of a group is out
-                at a time, in order (``sql.GROUP_HEAD``; SQS FIFO queues: docs/sqs.md).
+            groups: each message's ordered group or None (``sql_sqs.GROUP_HEAD``).
 
         Raises:
             sqew.errors.Overloaded: writes back up (``backpressure``); nothing was enqueued.

@@ -26,7 +26,7 @@ from sqew.backends.columns import ARCHIVED, INSERT_ARCHIVE, INSERT_MESSAGES, INS
 from sqew.backends.columns import MESSAGE as MESSAGE_COLUMNS
 from sqew.backends.postgres.connection import CHANNEL
 from sqew.backends.rows import ClaimQueue, MessageRow, NewMessage
-from sqew.backends.sql import GROUP_HEAD
+from sqew.backends.sql_sqs import GROUP_HEAD
 
 
 def pg_type(column: str) -> str:
