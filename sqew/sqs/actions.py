@@ -12,7 +12,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sqew import errors, models
-from sqew.core import rules
 from sqew.sqs import attributes, batches, inputs, messaging, permissions, redrive, tags
 from sqew.sqs.errors import SqsError, from_sqew, invalid
 from sqew.sqs.urls import Context, is_name, queue_name
@@ -54,6 +53,7 @@ async def create_queue(ctx: Context, p: Params) -> Params:
                       "letter or a digit")
     settings = attributes.to_settings(ctx, name, given)
     data = attributes.data_of(given)
+    target = await redrive.checked_target(ctx, name, given)
     given_tags = tags.check(p.get("tags", {}))
     if len(given_tags) > tags.MAX_TAGS:
         raise invalid(f"Too many tags added for queue {name}: a queue has at most "
@@ -67,6 +67,8 @@ async def create_queue(ctx: Context, p: Params) -> Params:
             raise SqsError("QueueNameExists", f"A queue already exists with the same name "
                            f"({name}) and a different value for an attribute.") from None
         return {"QueueUrl": ctx.queue_url(name)}
+    if target is not None:
+        await ctx.service.set_dead_letter_target(name, target)
     if data or given_tags:
         new = {**data, **({"tags": given_tags} if given_tags else {})}
         await ctx.service.change_sqs_data(name, lambda _: new)
@@ -112,14 +114,10 @@ async def set_queue_attributes(ctx: Context, p: Params) -> Params:
     name = queue_name(p["QueueUrl"])
     settings = attributes.to_settings(ctx, name, p["Attributes"])
     data = attributes.data_of(p["Attributes"])
-    if "RedrivePolicy" in p["Attributes"]:
-        target = rules.dlq_name(name)
-        if not redrive.allows(ctx, await ctx.service.sqs_data(target), name):
-            raise invalid(f"Value {p['Attributes']['RedrivePolicy']} for parameter "
-                          f"RedrivePolicy is invalid. Reason: the RedriveAllowPolicy of "
-                          f"{target} does not allow {name} to name it as its dead-letter "
-                          "queue.")
+    target = await redrive.checked_target(ctx, name, p["Attributes"])
     await ctx.service.update_queue(name, models.QueueSettings(**settings))
+    if target is not None:
+        await ctx.service.set_dead_letter_target(name, target)
     if data:
         await ctx.service.change_sqs_data(name, lambda current: {**current, **data})
     return {}
