@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sqew import errors, models
-from sqew.sqs import attributes, batches, inputs, messaging, permissions, redrive, tags
+from sqew.sqs import attributes, batches, inputs, messaging, moves, permissions, redrive, tags
 from sqew.sqs.errors import SqsError, from_sqew, invalid
 from sqew.sqs.urls import Context, is_name, queue_name
 
@@ -142,5 +142,6 @@ ACTIONS: dict[str, Action] = {
     **tags.ACTIONS,
     **permissions.ACTIONS,
     **redrive.ACTIONS,
+    **moves.ACTIONS,
 }
 """The actions sqew implements, by name (the rest of the model's: ``UnsupportedOperation``)."""
