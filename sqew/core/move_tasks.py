@@ -108,17 +108,20 @@ class MoveStep(Op[MoveTaskRow | None]):
     destinations in id order (read before the lock: a destination seen only under the lock
     waits for the next step)."""
 
-    __slots__ = ("handle", "notify")
+    __slots__ = ("handle", "locked", "notify")
 
     def __init__(self, handle: str) -> None:
         self.handle = handle
         self.notify: tuple[str, ...] = ()
+        self.locked: frozenset[str] = frozenset()  # what the transaction locked first
 
     def lock_names(self, tx: Tx) -> tuple[str, ...] | None:
         task = tx.get_move_task(self.handle)
         if task is None or task.status != RUNNING:
             return ()
-        return (task.source, *self._plan(tx, task, STEP_MOST))
+        names = (task.source, *self._plan(tx, task, STEP_MOST))
+        self.locked = frozenset(names)
+        return names
 
     def _plan(self, tx: Tx, task: MoveTaskRow, budget: int) -> dict[str, list[int]]:
         """The ids of the next ``budget`` messages of the source, by destination name."""
@@ -144,7 +147,6 @@ class MoveStep(Op[MoveTaskRow | None]):
         if budget < 1:
             return task  # (too soon for the task's rate)
         plan = self._plan(tx, task, budget)
-        locked = set(self.lock_names(tx) or ())  # (the names this transaction locked)
         moved = 0
         for name, ids in sorted(plan.items()):
             dest = tx.get_queue(name) if name else None
@@ -152,7 +154,7 @@ class MoveStep(Op[MoveTaskRow | None]):
                 reason = (f"The destination queue {name} no longer exists." if name else
                           "A message has no origin queue and the task no destination.")
                 return self._end(tx, task, FAILED, reason, moved)
-            if name not in locked:
+            if name not in self.locked:
                 continue  # (seen only now: locked, in order, by the next step)
             room = max(dest.max_depth - dest.depth, 0) if dest.max_depth else None
             n, _ = tx.move_all(src.id, dest, ids, now, room)
