@@ -24,6 +24,8 @@ from sqew.core.delivering import queue_row
 from sqew.core.writer import Op, Writer
 
 T = TypeVar("T")
+MoveTask = MoveTaskRow
+"""A task as the service answers it: its row."""
 RUNNING, COMPLETED, CANCELLED, FAILED = "RUNNING", "COMPLETED", "CANCELLED", "FAILED"
 STEP_MOST = 1000
 """The most messages one step moves (a task with no rate moves this many a step)."""

@@ -8,8 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqew import errors
-from sqew.backends.rows import MoveTaskRow
-from sqew.core.move_tasks import TaskStateError
+from sqew.core.move_tasks import MoveTask, TaskStateError
 from sqew.sqs.errors import SqsError, invalid
 from sqew.sqs.urls import Context
 
@@ -59,7 +58,7 @@ async def start_message_move_task(ctx: Context, p: Params) -> Params:
     return {"TaskHandle": task.handle}
 
 
-def _entry(ctx: Context, task: MoveTaskRow) -> Params:
+def _entry(ctx: Context, task: MoveTask) -> Params:
     out: Params = {
         "TaskHandle": task.handle, "Status": task.status, "SourceArn": ctx.arn(task.source),
         "ApproximateNumberOfMessagesMoved": task.moved,
