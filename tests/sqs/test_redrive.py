@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -173,3 +174,43 @@ def test_create_queue_with_named_target_and_target_removed(sqs: Any, queue: str)
             ARN + _name(other))
     finally:
         sqs.delete_queue(QueueUrl=source)
+
+
+def test_queues_dead_lettering_into_each_other_concurrently(
+        sqs: Any, server: ServerThread, queue: str, target: str) -> None:
+    # A names B and B names A: a nack on either locks both rows; taken in one order (by id)
+    # they never deadlock, and no message or count goes astray.
+    _redrive_to(sqs, queue, target, count=5)
+    _redrive_to(sqs, target, queue, count=5)
+    names = (_name(queue), _name(target))
+    for name in names:
+        sqs.send_message_batch(QueueUrl=sqs.get_queue_url(QueueName=name)["QueueUrl"],
+                               Entries=[{"Id": str(i), "MessageBody": "{}"} for i in range(10)])
+    failures: list[str] = []
+
+    def bounce(order: tuple[str, str]) -> None:
+        with httpx.Client(base_url=server.url, timeout=30) as http:
+            for _ in range(8):
+                for name in order:
+                    got = http.post(f"/queues/{name}/poll", params={"batch": 5})
+                    nacks = [{"id": m["id"], "token": m["token"], "dead_letter": True}
+                             for m in got.json().get("messages", [])]
+                    if nacks:
+                        r = http.post(f"/queues/{name}/nack", json={"nacks": nacks})
+                        if r.status_code != 200:
+                            failures.append(r.text)
+
+    threads = [threading.Thread(target=bounce, args=(order,))
+               for order in (names, names[::-1], names, names[::-1])]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert failures == []
+    with httpx.Client(base_url=server.url) as http:
+        held = {name: len(http.get(f"/queues/{name}/messages",
+                                   params={"limit": 100}).json()["messages"])
+                for name in names}
+        depth = {name: sum(http.get(f"/queues/{name}/stats").json()[k]
+                           for k in ("ready", "delayed", "leased")) for name in names}
+    assert sum(held.values()) == 20 and held == depth
