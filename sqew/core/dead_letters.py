@@ -10,6 +10,7 @@ queue it came from (``origin_queue``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sqew import errors, models
@@ -17,6 +18,13 @@ from sqew.backends.base import Tx
 from sqew.core import rules, views
 from sqew.core.delivering import queue_row
 from sqew.core.writer import Op, Writer
+
+
+def sources_of(tx: Tx, name: str) -> list[str]:
+    """The queues that dead-letter into queue ``name``, by name: those naming it as their
+    target, and for a ``<q>.dlq`` its queue ``q`` when ``q`` names no other."""
+    return [q.name for q in tx.list_queues() if q.parent_id is None and (
+        q.dead_letter_target or rules.dlq_name(q.name)) == name]
 
 
 class SetDeadLetterTarget(Op[models.Queue]):
@@ -58,7 +66,7 @@ class DeadLetterMethods:
     _writer: Writer
 
     if TYPE_CHECKING:
-        async def list_queues(self) -> list[models.Queue]: ...
+        async def _read(self, fn: Callable[[Tx, int], list[str]]) -> list[str]: ...
 
     async def set_dead_letter_target(self, name: str, target: str | None) -> models.Queue:
         """Make queue ``name`` dead-letter into the existing queue ``target`` (None: into its
@@ -74,5 +82,4 @@ class DeadLetterMethods:
     async def dead_letter_sources(self, name: str) -> list[str]:
         """The queues that dead-letter into queue ``name``, by name: those naming it as
         their target, and for a ``<q>.dlq`` its queue ``q`` when ``q`` names no other."""
-        return sorted(q.name for q in await self.list_queues() if q.dlq is not None and (
-            q.dead_letter_target or q.dlq) == name)
+        return await self._read(lambda tx, now: sources_of(tx, name))

@@ -31,14 +31,6 @@ def dlq_of(tx: Tx, q: QueueRow) -> QueueRow:
     return dlq
 
 
-def target_name(q: QueueRow) -> str | None:
-    """The name of the queue ``q`` dead-letters into (None for a DLQ, which has none): its
-    named target when it has one, else its own ``<name>.dlq``."""
-    if q.parent_id is not None:
-        return None
-    return q.dead_letter_target or rules.dlq_name(q.name)
-
-
 def dead_letter_target(tx: Tx, q: QueueRow) -> QueueRow | None:
     """The queue ``q``'s messages are dead-lettered into (None for a DLQ): its named target,
     or its own ``<name>.dlq`` when it names none or the named queue is gone. Every move to a

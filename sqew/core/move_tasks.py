@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, TypeVar
 from sqew import errors
 from sqew.backends.base import QueueRow, Tx
 from sqew.backends.rows import MoveTaskRow
-from sqew.core import rules
+from sqew.core.dead_letters import sources_of
 from sqew.core.delivering import queue_row
 from sqew.core.writer import Op, Writer
 
@@ -35,12 +35,6 @@ LISTED_MOST = 1000
 class TaskStateError(errors.ValidationError):
     """A task's state forbids the request: a second running task of a source, or a cancel of
     a task that is not running."""
-
-
-def sources_of(tx: Tx, name: str) -> list[str]:
-    """The queues that dead-letter into queue ``name``."""
-    return [q.name for q in tx.list_queues() if q.parent_id is None and (
-        q.dead_letter_target or rules.dlq_name(q.name)) == name]
 
 
 def is_dead_letter_queue(tx: Tx, q: QueueRow) -> bool:

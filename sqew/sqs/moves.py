@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqew import errors
-from sqew.core.move_tasks import MoveTask, TaskStateError
+from sqew.core.move_tasks import RUNNING, MoveTask, TaskStateError
 from sqew.sqs.errors import SqsError, invalid
 from sqew.sqs.urls import Context
 
@@ -60,11 +60,13 @@ async def start_message_move_task(ctx: Context, p: Params) -> Params:
 
 def _entry(ctx: Context, task: MoveTask) -> Params:
     out: Params = {
-        "TaskHandle": task.handle, "Status": task.status, "SourceArn": ctx.arn(task.source),
+        "Status": task.status, "SourceArn": ctx.arn(task.source),
         "ApproximateNumberOfMessagesMoved": task.moved,
         "ApproximateNumberOfMessagesToMove": task.to_move,
         "StartedTimestamp": task.started_at,
     }
+    if task.status == RUNNING:  # (as on AWS: a finished task has no handle to cancel)
+        out["TaskHandle"] = task.handle
     if task.destination is not None:
         out["DestinationArn"] = ctx.arn(task.destination)
     if task.max_per_s is not None:
