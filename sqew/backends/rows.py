@@ -33,6 +33,8 @@ class QueueRow(NamedTuple):
     expired_total: int
     rl_tokens: float
     rl_at: int
+    dead_letter_target: str | None
+    """The queue this one dead-letters into (None: its own ``<name>.dlq``)."""
 
 
 class QueueLimits(NamedTuple):
@@ -125,6 +127,8 @@ class MessageRow(NamedTuple):
     traceparent: str | None
     """The producer's W3C trace context, when it sent one (docs/rest.md#trace-context)."""
     tracestate: str | None
+    first_leased_at: int | None
+    """When the message was first leased (None: never, or not since a requeue from a DLQ)."""
 
 
 class KeyRow(NamedTuple):
@@ -158,3 +162,18 @@ class NewMessage(NamedTuple):
     tracestate: str | None
     group_id: str | None
     """The message's ordered group (``sql_sqs.GROUP_HEAD``), or None."""
+
+
+class MoveTaskRow(NamedTuple):
+    """A row of the ``move_tasks`` table, in column order."""
+
+    handle: str
+    source: str
+    destination: str | None
+    max_per_s: int | None
+    status: str
+    moved: int
+    to_move: int
+    started_at: int
+    stepped_at: int
+    failure_reason: str | None

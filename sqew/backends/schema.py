@@ -79,6 +79,8 @@ queues = Table(
     # What the SQS endpoint keeps of a queue that sqew's settings have no field for (tags,
     # queue-level delay and receive wait): a JSON object, null when there is nothing.
     Column("sqs", Text, nullable=True),
+    # The queue this one dead-letters into, by name; null: its own ``<name>.dlq``.
+    Column("dead_letter_target", String(100), nullable=True),
     sqlite_autoincrement=True,
 )
 
@@ -116,6 +118,9 @@ messages = Table(
     # A message with a group is delivered only when no earlier message of its group is left
     # in its queue (``sql_sqs.GROUP_HEAD``): the message groups of SQS's FIFO queues.
     Column("group_id", String(128), nullable=True),
+    # When the message was first leased (SQS's ApproximateFirstReceiveTimestamp); null until
+    # then. Set by the claim, kept by later leases, cleared by a requeue from a DLQ.
+    Column("first_leased_at", BigInteger, nullable=True),
     MESSAGES_QUEUE_KEY,
     sqlite_autoincrement=True,
 )
@@ -203,6 +208,25 @@ api_keys = Table(
 )
 
 
+# A message move task (the SQS endpoint's StartMessageMoveTask, docs/sqs.md): its state is here
+# so that every replica sees it; the reaper's leader moves its messages.
+move_tasks = Table(
+    "move_tasks",
+    metadata,
+    Column("handle", String(64), primary_key=True),
+    Column("source", String(100), nullable=False),  # a queue's name
+    Column("destination", String(100), nullable=True),  # null: each message's origin queue
+    Column("max_per_s", Integer, nullable=True),  # null: as fast as the steps go
+    Column("status", String(16), nullable=False),  # RUNNING, COMPLETED, CANCELLED, FAILED
+    Column("moved", BigInteger, nullable=False),
+    Column("to_move", BigInteger, nullable=False),
+    Column("started_at", BigInteger, nullable=False),
+    Column("stepped_at", BigInteger, nullable=False),  # the last step's time (the rate's)
+    Column("failure_reason", Text, nullable=True),
+)
+Index("ix_move_tasks_source", move_tasks.c.source, move_tasks.c.started_at)
+
+
 meta = Table(
     "meta",
     metadata,
@@ -233,5 +257,6 @@ def _check_columns() -> None:
         raise RuntimeError("sqew.backends.columns disagrees with the schema")
 
 
-_NOT_INSERTED = ("id", "attempts", "lease_expires_at", "token", "last_error", "origin_queue")
+_NOT_INSERTED = ("id", "attempts", "lease_expires_at", "token", "last_error", "origin_queue",
+                 "first_leased_at")
 _check_columns()

@@ -26,6 +26,7 @@ from sqew.backends.paramstyle import PyformatConnection
 from sqew.backends.sql_by_name import ByNameStatements
 from sqew.backends.sql_held import HeldStatements
 from sqew.backends.sql_keys import KeyStatements
+from sqew.backends.sql_moves import MoveTaskStatements
 from sqew.backends.sql_queues import ENDED_LEASES, QueueStatements
 from sqew.backends.sql_reaps import ReapStatements
 from sqew.backends.sql_scans import ScanStatements
@@ -42,7 +43,7 @@ LEASE_EXPIRED = "lease expired"
 
 class SqlTx(
     ByNameStatements, HeldStatements, QueueStatements, KeyStatements, ScanStatements,
-    ReapStatements, SqsStatements, Tx,
+    ReapStatements, SqsStatements, MoveTaskStatements, Tx,
 ):
     """The contract's statements on one DB-API connection inside an open transaction.
 
@@ -203,7 +204,8 @@ class SqlTx(
                   else self._ready_select(lifo, "id", self.CLAIM_LOCK))
         rows = self._all(
             f"UPDATE messages SET lease_expires_at = :until, token = {self.NEW_TOKEN}, "
-            "attempts = attempts + 1 WHERE " + self.CLAIM_IDS.format(picked)
+            "attempts = attempts + 1, first_leased_at = COALESCE(first_leased_at, :now) WHERE "
+            + self.CLAIM_IDS.format(picked)
             + f" RETURNING {_MSG_COLS}",
             {"q": queue_id, "now": now, "n": limit, "until": lease_until,
              "window": SHUFFLE_WINDOW},
@@ -279,7 +281,8 @@ class SqlTx(
             "AND expires_at > :now"
         )
         update = (
-            "UPDATE messages SET queue_id = :to, attempts = 0, lease_expires_at = NULL, "
+            "UPDATE messages SET queue_id = :to, attempts = 0, first_leased_at = NULL, "
+            "lease_expires_at = NULL, "
             f"token = NULL, available_at = :now, expires_at = :exp, lifo = {self._bool(to.lifo)}, "
             f"origin_queue = NULL WHERE {movable}"
         )

@@ -34,8 +34,8 @@ class ScanStatements:
     ) -> list[MessageRow]:
         rows = self._all(
             "SELECT id, queue_id, payload, priority, attributes, attempts, enqueued_at, "
-            "acked_at, acked_at + :ret, last_error, NULL, NULL, NULL, traceparent, tracestate "
-            "FROM archive "
+            "acked_at, acked_at + :ret, last_error, NULL, NULL, NULL, traceparent, tracestate, "
+            "NULL FROM archive "
             "WHERE queue_id = :q AND id > :after AND id <= :max ORDER BY id LIMIT :n",
             {"q": queue_id, "after": after_id, "max": max_id, "ret": retention_ms, "n": limit},
         )

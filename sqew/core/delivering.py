@@ -39,12 +39,40 @@ def dlq_of(tx: Tx, q: QueueRow) -> QueueRow:
     return dlq
 
 
+def dead_letter_target(tx: Tx, q: QueueRow) -> QueueRow | None:
+    """The queue ``q``'s messages are dead-lettered into (None for a DLQ): its named target,
+    or its own ``<name>.dlq`` when it names none or the named queue is gone. Every move to a
+    DLQ (a nack, an ended last lease seen by a poll or the reaper) goes through here.
+
+    The transaction has locked ``q``'s row; the target's is locked here (a no-op when the
+    operation's lock set held it already, ``lock_set``): only a target changed between that
+    lock set's read and this one is locked out of id order, and a deadlock that may cause is
+    a ``Conflict``, which the writer runs again."""
+    if q.parent_id is not None:
+        return None
+    if q.dead_letter_target is not None:
+        tx.lock_queues((q.dead_letter_target,))
+        target = tx.get_queue(q.dead_letter_target)
+        if target is not None:
+            return target
+    return dlq_of(tx, q)
+
+
+def lock_set(tx: Tx, name: str) -> tuple[str, ...]:
+    """The queues an operation that may dead-letter messages of queue ``name`` locks first:
+    the queue, its own DLQ and its named target (read without a lock, so the rows are locked
+    in one order, by id, with the others; ``dead_letter_target`` locks one changed since)."""
+    row = tx.get_queue(name)
+    target = row.dead_letter_target if row is not None else None
+    return (name, rules.dlq_name(name)) + ((target,) if target else ())
+
+
 def dead_letter_ended(tx: Tx, q: QueueRow, now: int) -> tuple[str | None, int]:
     """Dead-letter the messages of ``q`` whose last allowed lease ended at or before ``now``:
     the name of the DLQ if any moved, and how many."""
-    if q.parent_id is not None:  # a DLQ has no DLQ of its own
+    dlq = dead_letter_target(tx, q)
+    if dlq is None:  # a DLQ has no DLQ of its own
         return None, 0
-    dlq = dlq_of(tx, q)
     moved = tx.dead_letter_expired(q.id, now, q.max_attempts, dlq, q.name)
     if not moved:
         return None, 0
@@ -180,7 +208,7 @@ def claim(
         q, rows = found
     dlq = None
     if rows is None:  # leases ended: sweep them (the queue's rows first), then claim
-        tx.lock_queues((queue, rules.dlq_name(queue)))
+        tx.lock_queues(lock_set(tx, queue))
         full = queue_row(tx, queue)  # read under its lock: its settings now, for all below
         q = ClaimQueue.of(full)
         dlq = expire_leases(tx, full, now)
@@ -251,13 +279,19 @@ class Nack(Op[ItemResults]):
         self.queue = queue
         self.items = items
         self.rng = rng
-        # Requeued messages become ready later (backoff); dead-lettered ones are ready now.
-        self.notify = (queue, rules.dlq_name(queue))
+        # Requeued messages become ready later (backoff); dead-lettered ones are ready now
+        # (in the queue's dead-letter target, named by ``run``).
+        self.notify: tuple[str, ...] = (queue, rules.dlq_name(queue))
+
+    def lock_names(self, tx: Tx) -> tuple[str, ...] | None:
+        return lock_set(tx, self.queue)
 
     def run(self, tx: Tx, now: int) -> ItemResults:
         out: ItemResults = []
         q = queue_row(tx, self.queue)
-        dlq = dlq_of(tx, q) if q.parent_id is None else None
+        dlq = dead_letter_target(tx, q)
+        if dlq is not None:
+            self.notify = (self.queue, dlq.name)
         if dlq is None and any(item.dead_letter for item in self.items):
             raise errors.ValidationError(
                 f"'{q.name}' is a dead-letter queue: it has no DLQ to move a message to")

@@ -341,7 +341,7 @@ def _lock_queues(tx: Tx, units: list[Unit]) -> None:
         return
     names: set[str] = set()
     for op in ops:
-        queues = op.queues()
+        queues = op.lock_names(tx)
         if queues is None:
             tx.lock_queues(None)
             return

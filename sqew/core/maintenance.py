@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 from sqew import errors
 from sqew.backends.base import Backend, Lead, Tx
-from sqew.core.delivering import dead_letter_ended, queue_row
+from sqew.core.delivering import dead_letter_ended, lock_set, queue_row
 from sqew.core.writer import Op, Writer
 
 REAP_LIMIT = 1000
@@ -64,8 +64,9 @@ class ReapQueue(Op[Reaped]):
     past retention (a bounded number of each), and dead-letter its messages whose last allowed
     lease ended (so stats, peek and the DLQ agree without waiting for the next poll).
 
-    Its transaction locks only this queue's row and its DLQ's (``Op.queues``), which the
-    dead-lettering writes: the writes of every other queue go on meanwhile.
+    Its transaction locks only this queue's row and its DLQ's, or its named dead-letter
+    target's (``lock_set``), which the dead-lettering writes: the writes of every other queue
+    go on meanwhile.
     """
 
     __slots__ = ("notify", "queue")
@@ -73,6 +74,9 @@ class ReapQueue(Op[Reaped]):
     def __init__(self, queue: str) -> None:
         self.queue = queue
         self.notify: tuple[str, ...] = ()  # the DLQ, when messages moved there
+
+    def lock_names(self, tx: Tx) -> tuple[str, ...] | None:
+        return lock_set(tx, self.queue)
 
     def run(self, tx: Tx, now: int) -> Reaped:
         q = tx.get_queue(self.queue)

@@ -39,6 +39,8 @@ from sqew.core import (
     writer_choice,
 )
 from sqew.core.clock import Clock
+from sqew.core.dead_letters import DeadLetterMethods
+from sqew.core.move_tasks import MoveTaskMethods
 from sqew.core.rules import check_choice, check_range
 from sqew.core.sqs_data import SqsDataMethods
 from sqew.core.writer import NO_OBSERVER, Offload, Op, WriteObserver, inline
@@ -47,7 +49,7 @@ log = logging.getLogger("sqew.service")
 T = TypeVar("T")
 
 
-class QueueService(SqsDataMethods):
+class QueueService(SqsDataMethods, DeadLetterMethods, MoveTaskMethods):
     """The queue engine over a storage backend.
 
     Args:

@@ -33,6 +33,8 @@ def queue(row: QueueRow, stats: models.Stats | None = None) -> models.Queue:
     )
     if stats is not None:
         q.stats = stats
+    if row.dead_letter_target is not None:
+        q.dead_letter_target = row.dead_letter_target
     return q
 
 
@@ -81,6 +83,7 @@ def leased(row: MessageRow, q: ClaimQueue) -> models.LeasedMessage:
         origin_queue=_origin(row),
         token=row.token or "",
         lease_expires_at=row.lease_expires_at or 0,
+        first_leased_at=msgspec.UNSET if row.first_leased_at is None else row.first_leased_at,
     )
     if row.traceparent is not None:  # only when the producer sent trace context (docs/rest.md)
         m.traceparent = row.traceparent

@@ -79,6 +79,12 @@ class Op(abc.ABC, Generic[R]):
         name = getattr(self, "queue", None) or getattr(self, "name", None)
         return (name, rules.dlq_name(name)) if isinstance(name, str) else ()
 
+    def lock_names(self, tx: Tx) -> tuple[str, ...] | None:
+        """The queues a transaction locks before running the operation in ``tx``: ``queues``,
+        unless the operation reads more (the named dead-letter target of an operation that
+        may dead-letter, ``sqew.core.delivering.lock_set``)."""
+        return self.queues()
+
     def key(self) -> Hashable | None:
         """Operations with the same key in one group commit run merged (None: alone)."""
         return None
@@ -187,7 +193,7 @@ class DirectWriter(Writer):
                     return done
             with self._backend.write() as tx:
                 if not op.locks_first:
-                    tx.lock_queues(op.queues())
+                    tx.lock_queues(op.lock_names(tx))
                 result = op.run(tx, self._clock())
                 if op.notify:  # other processes' waiters, at the commit (see Tx.notify)
                     tx.notify(op.notify)

@@ -97,6 +97,9 @@ class LeasedMessage(Message, kw_only=True):
     token: str
     lease_expires_at: int
     signature: str | UnsetType = UNSET
+    first_leased_at: Annotated[int, Meta(description=(
+        "When the message was first leased, ms since the epoch (kept by later leases; "
+        "a requeue from a DLQ starts it again)"))] | UnsetType = UNSET
 
 
 class MessageList(Struct):

@@ -155,6 +155,9 @@ class Queue(Struct, kw_only=True):
     archive: bool
     created_at: int
     stats: Stats | UnsetType = UNSET
+    dead_letter_target: Annotated[str, Meta(description=(
+        "The queue this one dead-letters into, when it names one other than its own dlq "
+        "(set over the SQS endpoint's RedrivePolicy)"))] | UnsetType = UNSET
 
 
 class QueueList(Struct):

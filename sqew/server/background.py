@@ -1,5 +1,6 @@
-"""Background work of a server process, on a timer: the reaper, in exactly one process per
-database, and backpressure's measures when nothing else writes.
+"""Background work of a server process, on a timer: the reaper and the steps of message move
+tasks, in exactly one process per database, and backpressure's measures when nothing else
+writes.
 
 Every ``reap_interval_ms`` (at least every second) each server process (each worker of
 ``--workers N``, each server on the file) asks for the reaper's lead (``Backend.try_lead``,
@@ -174,6 +175,9 @@ class Background:
         self._next_reap = started + self._interval_s
         reaped = await self._serving.service.reap()
         seconds = time.monotonic() - started
+        # Message move tasks run here too: in one process per database, each step a
+        # transaction of its own (``sqew.core.move_tasks``).
+        await self._serving.service.run_move_tasks()
         self.metrics.reaped(reaped, seconds)
         # At info level when it did something; a run every second that finds nothing is no news.
         log.log(logging.INFO if reaped.total else logging.DEBUG,

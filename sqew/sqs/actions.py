@@ -12,8 +12,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sqew import errors, models
-from sqew.core import rules
-from sqew.sqs import attributes, batches, fifo, inputs, messaging, permissions, redrive, tags
+from sqew.sqs import (
+    attributes, batches, fifo, inputs, messaging, moves, permissions, redrive, tags,
+)
 from sqew.sqs.errors import SqsError, from_sqew, invalid
 from sqew.sqs.urls import Context, is_name, queue_name
 
@@ -56,6 +57,7 @@ async def create_queue(ctx: Context, p: Params) -> Params:
     if is_fifo:
         settings["dedup_window_ms"] = fifo.DEDUP_WINDOW_MS
     data = {**attributes.data_of(given), **fifo.attribute_data(is_fifo, given, {})}
+    target = await redrive.checked_target(ctx, name, given)
     given_tags = tags.check(p.get("tags", {}))
     if len(given_tags) > tags.MAX_TAGS:
         raise invalid(f"Too many tags added for queue {name}: a queue has at most "
@@ -69,6 +71,8 @@ async def create_queue(ctx: Context, p: Params) -> Params:
             raise SqsError("QueueNameExists", f"A queue already exists with the same name "
                            f"({name}) and a different value for an attribute.") from None
         return {"QueueUrl": ctx.queue_url(name)}
+    if target is not None:
+        await ctx.service.set_dead_letter_target(name, target)
     if data or given_tags:
         new = {**data, **({"tags": given_tags} if given_tags else {})}
         await ctx.service.change_sqs_data(name, lambda _: new)
@@ -119,14 +123,10 @@ async def set_queue_attributes(ctx: Context, p: Params) -> Params:
     if any(n in fifo.CHOICES for n in p["Attributes"]):
         data.update(fifo.attribute_data(fifo.is_fifo(name), p["Attributes"],
                                         await ctx.service.sqs_data(name)))
-    if "RedrivePolicy" in p["Attributes"]:
-        target = rules.dlq_name(name)
-        if not redrive.allows(ctx, await ctx.service.sqs_data(target), name):
-            raise invalid(f"Value {p['Attributes']['RedrivePolicy']} for parameter "
-                          f"RedrivePolicy is invalid. Reason: the RedriveAllowPolicy of "
-                          f"{target} does not allow {name} to name it as its dead-letter "
-                          "queue.")
+    target = await redrive.checked_target(ctx, name, p["Attributes"])
     await ctx.service.update_queue(name, models.QueueSettings(**settings))
+    if target is not None:
+        await ctx.service.set_dead_letter_target(name, target)
     if data:
         await ctx.service.change_sqs_data(name, lambda current: {**current, **data})
     return {}
@@ -151,5 +151,6 @@ ACTIONS: dict[str, Action] = {
     **tags.ACTIONS,
     **permissions.ACTIONS,
     **redrive.ACTIONS,
+    **moves.ACTIONS,
 }
 """The actions sqew implements, by name (the rest of the model's: ``UnsupportedOperation``)."""

@@ -5,7 +5,8 @@
 | VisibilityTimeout (s) | ``visibility_ms`` |
 | MessageRetentionPeriod (s) | ``retention_ms`` |
 | MaximumMessageSize (bytes) | ``max_payload_bytes`` |
-| RedrivePolicy ``maxReceiveCount`` | ``max_attempts``, into the queue's ``<name>.dlq`` |
+| RedrivePolicy ``maxReceiveCount`` | ``max_attempts`` |
+| RedrivePolicy ``deadLetterTargetArn`` | the queue's dead-letter target (default ``<name>.dlq``) |
 | DelaySeconds, ReceiveMessageWaitTimeSeconds | the queue's SQS data (``sqew.core.sqs_data``) |
 | Policy (a JSON object; ``""``: none) | the queue's SQS data (``sqew.sqs.permissions``) |
 | RedriveAllowPolicy (``""``: none) | the queue's SQS data (``sqew.sqs.redrive``) |
@@ -44,7 +45,7 @@ READ_ONLY = frozenset({
 NOT_YET = frozenset({
     "KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds", "SqsManagedSseEnabled",
 })
-"""Attributes of AWS's model that sqew does not implement yet (docs/sqs.md, "Roadmap")."""
+"""Attributes of AWS's model that sqew does not implement: encryption at rest (docs/sqs.md)."""
 IN_DATA = ("DelaySeconds", "ReceiveMessageWaitTimeSeconds")
 """Attributes kept in the queue's SQS data (sqew's settings have no field for them), applied
 by SendMessage and ReceiveMessage when a request gives none of its own."""
@@ -69,7 +70,8 @@ def read(ctx: Context, queue: models.Queue, names: list[str], data: Data) -> dic
     }
     if queue.dlq is not None:
         every["RedrivePolicy"] = msgspec.json.encode({
-            "deadLetterTargetArn": ctx.arn(queue.dlq), "maxReceiveCount": queue.max_attempts,
+            "deadLetterTargetArn": ctx.arn(target_of(queue)),
+            "maxReceiveCount": queue.max_attempts,
         }).decode()
     every.update({k: data[k] for k in ("Policy", "RedriveAllowPolicy") if data.get(k)})
     if fifo.is_fifo(queue.name):
@@ -97,7 +99,7 @@ def to_settings(ctx: Context, queue: str, given: dict[str, str]) -> dict[str, An
         if name in NOT_YET:
             raise SqsError("UnsupportedOperation", f"The attribute {name} is not supported yet.")
         elif name == "RedrivePolicy":
-            fields["max_attempts"] = _redrive(ctx, queue, value)
+            fields["max_attempts"] = _redrive(ctx, queue, value)[0]
         elif name == "Policy":
             permissions.check_policy(value)  # (kept by data_of)
         elif name == "RedriveAllowPolicy":
@@ -136,8 +138,8 @@ def same(ctx: Context, queue: models.Queue, given: dict[str, str], data: Data) -
         elif name in ("Policy", "RedriveAllowPolicy"):
             kept = current.get(name, "") == value
         elif name == "RedrivePolicy":
-            kept = not rules.is_dlq(queue.name) and (
-                _redrive(ctx, queue.name, value) == queue.max_attempts)
+            kept = not rules.is_dlq(queue.name) and _redrive(ctx, queue.name, value) == (
+                queue.max_attempts, target_of(queue))
         else:
             kept = current.get(name) == str(_integer(name, value))
         if not kept:
@@ -152,8 +154,21 @@ def _integer(name: str, value: str) -> int:
     return int(value)
 
 
-def _redrive(ctx: Context, queue: str, value: str) -> int:
-    """``maxReceiveCount`` of a RedrivePolicy, whose target must be the queue's DLQ."""
+def target_of(queue: models.Queue) -> str:
+    """The queue ``queue`` (not a DLQ) dead-letters into: its named target or its ``.dlq``."""
+    target = queue.dead_letter_target
+    return target if isinstance(target, str) else rules.dlq_name(queue.name)
+
+
+def redrive_target(ctx: Context, queue: str, value: str) -> str:
+    """The dead-letter target a RedrivePolicy ``value`` of ``queue`` names (the queue's own
+    ``<name>.dlq`` when it names none)."""
+    return _redrive(ctx, queue, value)[1]
+
+
+def _redrive(ctx: Context, queue: str, value: str) -> tuple[int, str]:
+    """``maxReceiveCount`` of a RedrivePolicy and the name of its ``deadLetterTargetArn``
+    (the queue's own DLQ if absent): a queue here other than ``queue`` itself."""
     if rules.is_dlq(queue):
         raise _bad("RedrivePolicy", "a dead-letter queue has no dead-letter queue of its own")
     try:
@@ -168,11 +183,11 @@ def _redrive(ctx: Context, queue: str, value: str) -> int:
         count = int(count)
     if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= 1000:
         raise _bad("RedrivePolicy", "maxReceiveCount must be an integer from 1 to 1000")
-    target = policy.get("deadLetterTargetArn")
-    if target is not None and ctx.name_of_arn(str(target)) != rules.dlq_name(queue):
-        raise _bad("RedrivePolicy", f"a queue's dead-letter queue is {rules.dlq_name(queue)} "
-                   f"({ctx.arn(rules.dlq_name(queue))}); other targets are not supported yet")
-    return count
+    arn = policy.get("deadLetterTargetArn")
+    target = rules.dlq_name(queue) if arn is None else ctx.name_of_arn(str(arn))
+    if target == queue:
+        raise _bad("RedrivePolicy", "a queue cannot be its own dead-letter queue")
+    return count, target
 
 
 def _bad(name: str, why: str) -> SqsError:

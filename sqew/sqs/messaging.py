@@ -140,8 +140,7 @@ async def receive_message(ctx: Context, p: Params) -> Params:
                 for n in p.get("MessageAttributeNames", [])]
     got = await ctx.service.poll(name, batch=most, wait_ms=wait * 1000,
                                  visibility_ms=visibility, gone=ctx.gone)
-    now = ctx.service.clock()
-    received = [_received(ctx, name, m, wanted, prefixes, now) for m in got]
+    received = [_received(ctx, name, m, wanted, prefixes) for m in got]
     return {"Messages": received} if received else {}
 
 
@@ -158,7 +157,7 @@ def _system_names(p: Params) -> set[str]:
 
 
 def _received(ctx: Context, queue: str, m: models.LeasedMessage, wanted: set[str],
-              prefixes: list[str], now: int) -> Params:
+              prefixes: list[str]) -> Params:
     parts = envelope.from_message(m)
     out: Params = {
         "MessageId": str(m.id), "ReceiptHandle": handles.make(queue, m.id, m.token),
@@ -166,8 +165,8 @@ def _received(ctx: Context, queue: str, m: models.LeasedMessage, wanted: set[str
     }
     system = {"SenderId": ctx.account, "SentTimestamp": str(m.enqueued_at),
               "ApproximateReceiveCount": str(m.attempts)}
-    if m.attempts == 1:  # (sqew keeps no first receive's time: known on the first only)
-        system["ApproximateFirstReceiveTimestamp"] = str(now)
+    if isinstance(m.first_leased_at, int):
+        system["ApproximateFirstReceiveTimestamp"] = str(m.first_leased_at)
     system.update({n: a.text for n, a in parts.system.items()})
     if parts.group_id is not None:
         system["MessageGroupId"] = parts.group_id

@@ -1,10 +1,10 @@
 """Dead-letter queues seen from SQS (docs/sqs.md): ListDeadLetterSourceQueues and the
 ``RedriveAllowPolicy`` attribute, and the pages both listing actions answer.
 
-In sqew every queue ``x`` dead-letters into its own ``x.dlq``, so the one source queue of a
-dead-letter queue is the queue it belongs to. A ``RedriveAllowPolicy`` (kept in the queue's
-SQS data) says which queues may name the queue as their dead-letter target: a RedrivePolicy that
-names a queue whose policy does not allow it is refused.
+A queue ``x`` dead-letters into its own ``x.dlq`` unless its ``RedrivePolicy`` names another
+queue (the core's dead-letter target, ``sqew.core.dead_letters``). A ``RedriveAllowPolicy``
+(kept in the queue's SQS data) says which queues may name the queue as their dead-letter
+target: a RedrivePolicy that names a queue whose policy does not allow it is refused.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from typing import Any
 
 import msgspec
 
-from sqew.core import rules
-from sqew.sqs import inputs
+from sqew import errors
+from sqew.core.rules import DLQ_SUFFIX
+from sqew.sqs import attributes, fifo, inputs
 from sqew.sqs.errors import SqsError, invalid
 from sqew.sqs.urls import Context, queue_name
 
@@ -54,12 +55,36 @@ async def list_dead_letter_source_queues(ctx: Context, p: Params) -> Params:
     """ListDeadLetterSourceQueues: the queues whose dead-letter queue is this one."""
     name = queue_name(p["QueueUrl"])
     await ctx.service.get_queue(name)  # (QueueDoesNotExist)
-    sources = []
-    if rules.is_dlq(name):
-        source = name[: -len(rules.DLQ_SUFFIX)]
-        if any(q.name == source for q in await ctx.service.list_queues()):
-            sources.append(source)
-    return page(sources, p, ctx, "queueUrls")
+    return page(await ctx.service.dead_letter_sources(name), p, ctx, "queueUrls")
+
+
+async def checked_target(ctx: Context, name: str, given: dict[str, str]) -> str | None:
+    """The dead-letter target the attributes ``given`` of queue ``name`` name (None: they
+    have no RedrivePolicy): an existing queue whose RedriveAllowPolicy lets ``name`` name it.
+
+    Raises:
+        SqsError: ``InvalidParameterValue``: no such queue, not of the source's type (FIFO
+            or standard), or its policy does not allow it.
+    """
+    if "RedrivePolicy" not in given:
+        return None
+    value = given["RedrivePolicy"]
+    target = attributes.redrive_target(ctx, name, value)
+    try:
+        data = await ctx.service.sqs_data(target)
+    except errors.QueueNotFound:
+        if target == name + DLQ_SUFFIX:
+            return target  # (a CreateQueue: made with the queue, with no policy yet)
+        raise invalid(f"Value {value} for parameter RedrivePolicy is invalid. Reason: Dead "
+                      "letter target does not exist.") from None
+    if fifo.is_fifo(target) != fifo.is_fifo(name):
+        raise invalid(f"Value {value} for parameter RedrivePolicy is invalid. Reason: "
+                      "Dead-letter queue must be same type of queue as the source.")
+    if not allows(ctx, data, name):
+        raise invalid(f"Value {value} for parameter RedrivePolicy is invalid. Reason: the "
+                      f"RedriveAllowPolicy of {target} does not allow {name} to name it as its "
+                      "dead-letter queue.")
+    return target
 
 
 def check_allow_policy(ctx: Context, text: str) -> str:

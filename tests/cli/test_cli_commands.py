@@ -22,7 +22,7 @@ MESSAGE_KEYS = {
     "id", "queue", "payload", "priority", "attributes", "attempts", "enqueued_at",
     "available_at", "expires_at", "last_error",
 }
-LEASED_KEYS = MESSAGE_KEYS | {"token", "lease_expires_at"}
+LEASED_KEYS = MESSAGE_KEYS | {"token", "lease_expires_at", "first_leased_at"}
 
 
 def test_queue_commands_json(sqew) -> None:

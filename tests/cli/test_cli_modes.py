@@ -29,7 +29,7 @@ from cli_support import (
 import sqew as sqew_lib
 
 TIME_FIELDS = {"created_at", "enqueued_at", "available_at", "expires_at", "lease_expires_at",
-               "oldest_ready_age_ms"}
+               "first_leased_at", "oldest_ready_age_ms"}
 ID_FIELDS = {"id", "message_id"}
 
 

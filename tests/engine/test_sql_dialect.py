@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from sqlalchemy.dialects.postgresql import psycopg
 from sqew.backends import open_backend
 from sqew.backends.base import ClaimQueue, KeyRow, QueueRow, Tx
 from sqew.backends.paramstyle import pyformat
+from sqew.backends.rows import MoveTaskRow
 from sqew.backends.sql import INSERT_CHUNK, SqlTx
 from sqew.backends.sqlite import SqliteTx, connection
 
@@ -191,6 +193,15 @@ def every_statement(calls: Calls) -> None:
     assert tx.get_sqs_data(qid) == '{"tags": {"team": "a"}}'
     tx.set_sqs_data(qid, None)
     assert tx.get_sqs_data(qid) is None
+    handle = uuid.uuid4().hex  # (a test runs this twice on one database)
+    task = MoveTaskRow(handle, handle, None, 5, "RUNNING", 0, 2, now, now, None)
+    tx.insert_move_task(task)
+    assert tx.get_move_task(handle) == task and tx.get_move_task("none") is None
+    assert tx.move_tasks(handle, 10) == [task] == tx.move_tasks(None, 10)
+    tx.update_move_task(handle, {"status": "FAILED", "moved": 1, "failure_reason": "gone"})
+    assert tx.move_tasks(None, 10) == []
+    assert tx.move_tasks(handle, 10) == [
+        task._replace(status="FAILED", moved=1, failure_reason="gone")]
     tx.delete_queue(qid)
     assert tx.list_queues() == []
     assert not tx.auth_required()

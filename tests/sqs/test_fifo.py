@@ -235,6 +235,38 @@ def test_a_dead_lettered_head_unblocks_its_group(sqs: Any) -> None:
         sqs.delete_queue(QueueUrl=url)
 
 
+def test_a_named_dead_letter_target_is_of_the_source_s_type(sqs: Any) -> None:
+    n = next(_names)
+    source = sqs.create_queue(QueueName=f"src{n}.fifo",
+                              Attributes={"FifoQueue": "true"})["QueueUrl"]
+    ordered = sqs.create_queue(QueueName=f"dead{n}.fifo",
+                               Attributes={"FifoQueue": "true"})["QueueUrl"]
+    standard = sqs.create_queue(QueueName=f"plain{n}")["QueueUrl"]
+    try:
+        arn = sqs.get_queue_attributes(QueueUrl=standard, AttributeNames=["QueueArn"])[
+            "Attributes"]["QueueArn"]
+        for queue, target in ((source, arn), (standard, arn.replace(f"plain{n}", f"dead{n}.fifo"))):
+            with pytest.raises(sqs.exceptions.ClientError) as caught:
+                sqs.set_queue_attributes(QueueUrl=queue, Attributes={"RedrivePolicy": json.dumps(
+                    {"maxReceiveCount": 1, "deadLetterTargetArn": target})})
+            assert code(caught) == "InvalidParameterValue"
+            assert "same type of queue" in caught.value.response["Error"]["Message"]
+        sqs.set_queue_attributes(QueueUrl=source, Attributes={"RedrivePolicy": json.dumps(
+            {"maxReceiveCount": 1, "deadLetterTargetArn": arn.replace(f"plain{n}",
+                                                                      f"dead{n}.fifo")})})
+        sqs.send_message(QueueUrl=source, MessageBody="m0", MessageGroupId="g",
+                         MessageDeduplicationId="m0")
+        (m0,) = receive(sqs, source)
+        sqs.change_message_visibility(QueueUrl=source, ReceiptHandle=m0["ReceiptHandle"],
+                                      VisibilityTimeout=0)
+        assert receive(sqs, source) == []  # its one receive spent: moved to the target
+        (dead,) = receive(sqs, ordered)
+        assert (dead["Body"], dead["Attributes"]["MessageGroupId"]) == ("m0", "g")
+    finally:
+        for url in (source, ordered, standard):
+            sqs.delete_queue(QueueUrl=url)
+
+
 GROUPS, PER_GROUP, CONSUMERS = 6, 8, 4
 
 

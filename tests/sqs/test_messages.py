@@ -175,3 +175,16 @@ def test_a_message_group_id_round_trips_on_a_standard_queue(sqs: Any, queue: str
     (m,) = sqs.receive_message(QueueUrl=queue, MessageSystemAttributeNames=[
         "MessageGroupId"])["Messages"]
     assert m["Attributes"] == {"MessageGroupId": "tenant-7"}
+
+
+def test_first_receive_time_is_kept_across_receives(sqs: Any, queue: str) -> None:
+    sqs.send_message(QueueUrl=queue, MessageBody="again")
+    (first,) = sqs.receive_message(QueueUrl=queue, VisibilityTimeout=0,
+                                   MessageSystemAttributeNames=["All"])["Messages"]
+    stamp = first["Attributes"]["ApproximateFirstReceiveTimestamp"]
+    assert int(stamp) >= int(first["Attributes"]["SentTimestamp"])
+    time.sleep(0.005)  # (so that a time taken at the second receive would differ)
+    (second,) = sqs.receive_message(QueueUrl=queue, MessageSystemAttributeNames=[
+        "ApproximateFirstReceiveTimestamp", "ApproximateReceiveCount"])["Messages"]
+    assert second["Attributes"] == {"ApproximateReceiveCount": "2",
+                                    "ApproximateFirstReceiveTimestamp": stamp}

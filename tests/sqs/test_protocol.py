@@ -63,7 +63,7 @@ def assert_error(r: httpx.Response, status: int, code: str, legacy: str | None =
     ("AmazonSQS.GetQueueAttributes", '{"QueueUrl": "q", "AttributeNames": ["Bad"]}',
      "InvalidAttributeName"),
     ("AmazonSQS.StartMessageMoveTask", '{"SourceArn": "arn:aws:sqs:us-east-1:1:q"}',
-     "UnsupportedOperation"),
+     "InvalidParameterValue"),
 ])
 def test_malformed_requests_get_aws_errors(http: httpx.Client, server: ServerThread,
                                            target: str | None, body: str, code: str) -> None:
