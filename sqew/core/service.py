@@ -64,8 +64,7 @@ class QueueService(SqsDataMethods, DeadLetterMethods, MoveTaskMethods):
         offload: runs blocking reads and long writes (a server: its thread pool).
         observer: told about each write transaction (a server's metrics).
         tracer: trace the write transactions with it (``sqew.core.tracing``'s writers);
-            ``sqew.core.traced_service.TracedService``, which also traces the operations
-            and reads, passes it. None (tracing off): nothing checks whether to trace.
+            ``TracedService`` (operations and reads too) passes it; None: tracing off.
         reap_when_due: polls and reads run the reaper once ``reap_interval_ms`` has passed,
             if this process can take the reaper's lead at that moment (the embedded Client;
             a server whose timer reaps passes False; see ``sqew.core.maintenance``).
@@ -92,10 +91,9 @@ class QueueService(SqsDataMethods, DeadLetterMethods, MoveTaskMethods):
         self.waiter = backend.waiter()
         self._rng = rng or random.Random()
         self._offload = offload
-        self.pressure: pressure.Pressure | None = None
+        self.pressure: pressure.Pressure | None = (
+            pressure.Pressure(backpressure) if group_commit and backpressure is not None else None)
         """The overload state (a server's group commit with ``backpressure``), else None."""
-        if group_commit and backpressure is not None:
-            self.pressure = pressure.Pressure(backpressure)
         self._direct, self._writer = writer_choice.choose(
             backend, self.clock, self.waiter, group_commit=group_commit, offload=offload,
             observer=observer, tracer=tracer, pressure=self.pressure)

@@ -13,7 +13,15 @@ from typing import Any
 
 from sqew import errors, models
 from sqew.sqs import (
-    attributes, batches, fifo, inputs, messaging, moves, permissions, redrive, tags,
+    attributes,
+    batches,
+    fifo,
+    inputs,
+    messaging,
+    moves,
+    permissions,
+    redrive,
+    tags,
 )
 from sqew.sqs.errors import SqsError, from_sqew, invalid
 from sqew.sqs.urls import Context, is_name, queue_name

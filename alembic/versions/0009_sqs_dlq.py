@@ -1,7 +1,7 @@
 """a queue's named dead-letter target; a message's first lease time; message move tasks
 
-Revision ID: 0008
-Revises: 0007
+Revision ID: 0009
+Revises: 0008
 Create Date: 2026-11-27
 
 ``queues.dead_letter_target`` names the queue a queue dead-letters into (null: its own
@@ -14,8 +14,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0008'
-down_revision = '0007'
+revision = '0009'
+down_revision = '0008'
 branch_labels = None
 depends_on = None
 
