@@ -33,6 +33,8 @@ class QueueRow(NamedTuple):
     expired_total: int
     rl_tokens: float
     rl_at: int
+    paused: bool
+    """Delivery paused: polls claim nothing, enqueues go on."""
 
 
 class QueueLimits(NamedTuple):
@@ -60,11 +62,13 @@ class ClaimQueue(NamedTuple):
     id: int
     name: str
     hmac_secret: str | None
+    paused: bool
+    """A paused queue's claim takes nothing (and a long poll waits for its resume)."""
 
     @classmethod
     def of(cls, q: QueueRow) -> ClaimQueue:
         """The part of a queue's whole row that a poll needs."""
-        return cls(q.id, q.name, q.hmac_secret)
+        return cls(q.id, q.name, q.hmac_secret, bool(q.paused))
 
 
 class QueueCounts(NamedTuple):
@@ -80,6 +84,7 @@ class QueueCounts(NamedTuple):
     nacked_total: int
     dead_lettered_total: int
     expired_total: int
+    paused: bool
     leased: int
     """Messages under a live lease."""
     delayed: int

@@ -79,6 +79,8 @@ queues = Table(
     # What the SQS endpoint keeps of a queue that sqew's settings have no field for (tags,
     # queue-level delay and receive wait): a JSON object, null when there is nothing.
     Column("sqs", Text, nullable=True),
+    # Paused delivery (docs/rest.md#pause-and-resume): enqueues go on, claims take nothing.
+    Column("paused", Boolean, nullable=False, server_default=text("false")),
     sqlite_autoincrement=True,
 )
 
