@@ -68,11 +68,13 @@ async def overview(request: Req) -> Template:
         stats = [s for s in stats if who.reaches(s.queue)]
     ring = rates_of(request)
     ring.sample(stats)
-    rows = [{
-        "s": s,
-        "enq": rates.sparkline(ring.per_second(s.queue, "enqueued")),
-        "ack": rates.sparkline(ring.per_second(s.queue, "acked")),
-    } for s in stats if not s.queue.endswith(".dlq")]
+    rows = []
+    for s in stats:
+        if s.queue.endswith(".dlq"):  # shown as its queue's DLQ depth
+            continue
+        enq, ack = ring.per_second(s.queue, "enqueued"), ring.per_second(s.queue, "acked")
+        rows.append({"s": s, "enq": rates.sparkline(enq), "ack": rates.sparkline(ack),
+                     "enq_now": enq[-1] if enq else None, "ack_now": ack[-1] if ack else None})
     return await page(request, "queues.html", rows=rows, principal=who,
                       refresh=REFRESH_S, admin=is_admin(who))
 
