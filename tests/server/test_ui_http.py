@@ -167,3 +167,60 @@ def test_a_server_without_keys_is_open_and_says_so(tmp_path: Path) -> None:
             assert http.post(f"/ui/queues/{Q}/pause", data={}).status_code == 403  # CSRF still
     finally:
         server.stop()
+
+
+def test_keys_are_minted_once_shown_and_revoked(served: Served) -> None:
+    with browser(served.url) as http:
+        login(http, served.admin)
+        token = http.cookies["sqew_ui_csrf"]
+        made = http.post("/ui/keys", data={"csrf": token, "name": "<i>ci</i>",
+                                           "scope_produce": "on"})
+        assert made.status_code == 200, made.text
+        key = re.search(r'id="minted-key">([^<]+)<', made.text)
+        assert key is not None
+        assert "&lt;i&gt;ci&lt;/i&gt;" in made.text and "<i>ci" not in made.text
+        key_id = key.group(1).split("_")[1]
+        assert httpx.post(f"{served.url}/queues/{Q}/messages", headers=bearer(key.group(1)),
+                          json={"payload": 1}, timeout=30).status_code == 201
+        none = http.post("/ui/keys", data={"csrf": token, "name": "no scope"})
+        assert none.status_code == 400 and "scopes" in none.text
+        listed = http.get("/ui/keys").text
+        assert key_id in listed and key.group(1) not in listed  # never shown again
+        gone = http.post(f"/ui/keys/{key_id}/revoke", data={"csrf": token})
+        assert (gone.status_code, gone.headers["location"]) == (303, "/ui/keys")
+        assert httpx.post(f"{served.url}/queues/{Q}/messages", headers=bearer(key.group(1)),
+                          json={"payload": 1}, timeout=30).status_code == 401
+        http.post(f"/ui/queues/{Q}/purge", data={"csrf": token, "confirm": Q})
+
+
+def test_settings_are_changed_and_bad_values_refused(served: Served) -> None:
+    with browser(served.url) as http:
+        login(http, served.admin)
+        token = http.cookies["sqew_ui_csrf"]
+        form = {"csrf": token, "visibility_ms": "45000", "max_attempts": "7", "order": "fifo"}
+        assert http.post(f"/ui/queues/{Q}/settings", data=form).status_code == 303
+        shown = httpx.get(f"{served.url}/queues/{Q}", headers=bearer(served.admin),
+                          timeout=30).json()
+        assert (shown["visibility_ms"], shown["max_attempts"]) == (45000, 7)
+        bad = http.post(f"/ui/queues/{Q}/settings", data={**form, "max_attempts": "0"})
+        assert bad.status_code == 400
+        assert "max_attempts" in bad.text
+        missing = http.get("/ui/queues/nope")
+        assert missing.status_code == 404 and "QueueNotFound" in missing.text
+
+
+def test_a_queues_messages_come_in_pages(served: Served) -> None:
+    api = httpx.Client(base_url=served.url, headers=bearer(served.admin), timeout=30)
+    api.post(f"/queues/{Q}/messages", json={"messages": [{"payload": i} for i in range(25)]})
+    with browser(served.url) as http:
+        login(http, served.admin)
+        first = http.get(f"/ui/queues/{Q}").text
+        assert first.count('<tr data-id="') == 20
+        after = re.search(r'id="messages-next" href="\?after=(\d+)', first)
+        assert after is not None
+        second = http.get(f"/ui/queues/{Q}", params={"after": after.group(1)}).text
+        assert second.count('<tr data-id="') == 5
+        assert 'id="messages-next"' not in second
+        http.post(f"/ui/queues/{Q}/purge",
+                  data={"csrf": http.cookies["sqew_ui_csrf"], "confirm": Q})
+    api.close()

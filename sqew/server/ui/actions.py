@@ -135,11 +135,14 @@ async def mint(request: Req) -> Template:
     form = await session.form_of(request)
     who = await session.principal(request, "admin")
     scopes = [s for s in ("produce", "consume", "admin") if form.get(f"scope_{s}") == "on"]
-    spec = msgspec.convert({
-        "name": str(form.get("name") or "").strip() or None,
-        "queue": str(form.get("queue") or "").strip() or None,
-        "scopes": scopes,
-    }, models.KeyCreate)
+    try:
+        spec = msgspec.convert({
+            "name": str(form.get("name") or "").strip() or None,
+            "queue": str(form.get("queue") or "").strip() or None,
+            "scopes": scopes,
+        }, models.KeyCreate)
+    except msgspec.ValidationError as exc:  # no scope ticked, a name too long, …
+        raise errors.ValidationError(str(exc)) from exc
     rt = runtime(request)
     created = await rt.service.create_key(spec)
     rt.auth.minted()
