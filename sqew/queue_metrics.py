@@ -27,6 +27,8 @@ GAUGES: tuple[tuple[str, str, Callable[[models.Stats], float]], ...] = (
     ("sqew_queue_oldest_ready_age_seconds",
      "Age of the oldest ready message since it became available (0 when none is ready).",
      lambda s: (s.oldest_ready_age_ms or 0) / 1000),
+    ("sqew_queue_paused", "1 while the queue's delivery is paused (polls get nothing), else 0.",
+     lambda s: 1.0 if s.paused else 0.0),
 )
 COUNTERS: tuple[tuple[str, str, Callable[[models.Stats], float]], ...] = (
     ("sqew_queue_enqueued", "Messages enqueued (duplicates not included).",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from sqew import errors
 
-SCHEMA_HEAD = "0009"
+SCHEMA_HEAD = "0010"
 """The Alembic head revision this code writes (a test keeps it equal to Alembic's head).
 
 Known here so that opening an up-to-date database costs one query, without importing

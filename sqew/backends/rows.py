@@ -35,6 +35,8 @@ class QueueRow(NamedTuple):
     rl_at: int
     dead_letter_target: str | None
     """The queue this one dead-letters into (None: its own ``<name>.dlq``)."""
+    paused: bool
+    """Delivery paused: polls claim nothing, enqueues go on."""
 
 
 class QueueLimits(NamedTuple):
@@ -62,11 +64,13 @@ class ClaimQueue(NamedTuple):
     id: int
     name: str
     hmac_secret: str | None
+    paused: bool
+    """A paused queue's claim takes nothing (and a long poll waits for its resume)."""
 
     @classmethod
     def of(cls, q: QueueRow) -> ClaimQueue:
         """The part of a queue's whole row that a poll needs."""
-        return cls(q.id, q.name, q.hmac_secret)
+        return cls(q.id, q.name, q.hmac_secret, bool(q.paused))
 
 
 class QueueCounts(NamedTuple):
@@ -82,6 +86,7 @@ class QueueCounts(NamedTuple):
     nacked_total: int
     dead_lettered_total: int
     expired_total: int
+    paused: bool
     leased: int
     """Messages under a live lease."""
     delayed: int

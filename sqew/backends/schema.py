@@ -81,6 +81,8 @@ queues = Table(
     Column("sqs", Text, nullable=True),
     # The queue this one dead-letters into, by name; null: its own ``<name>.dlq``.
     Column("dead_letter_target", String(100), nullable=True),
+    # Paused delivery (docs/rest.md#pause-and-resume): enqueues go on, claims take nothing.
+    Column("paused", Boolean, nullable=False, server_default=text("false")),
     sqlite_autoincrement=True,
 )
 

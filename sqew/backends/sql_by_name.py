@@ -53,6 +53,8 @@ class ByNameStatements:
             return None
         q, leases_ended = found
         queue = ClaimQueue.of(q)
+        if queue.paused:  # nothing is claimed (nor swept: the reaper sweeps ended leases)
+            return queue, []
         if leases_ended:
             return queue, None
         vis = q.visibility_ms if visibility_ms is None else visibility_ms

@@ -204,6 +204,7 @@ def _settings_rows(q: models.Queue) -> list[tuple[str, str]]:
         else:
             text = f"{value:g}" if isinstance(value, float) else str(value)
         rows.append((name, text))
+    rows.append(("paused", "yes (polls get nothing)" if q.paused else "no"))
     rows.append(("created_at", when(q.created_at)))
     return rows
 
@@ -216,6 +217,8 @@ def _stats_rows(s: models.Stats) -> list[tuple[str, str]]:
             continue
         if name.endswith("_ms"):  # the value in the name's unit, and readably
             text = "-" if value is None else f"{value} ({duration(value)})"
+        elif isinstance(value, bool):
+            text = "yes" if value else "no"
         else:
             text = str(value)
         rows.append((name, text))

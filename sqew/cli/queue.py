@@ -150,6 +150,32 @@ def purge(ctx: typer.Context, name: Name) -> None:
                 output.line(f"purged {output.plural(n, 'message')} from {name}"))
 
 
+@app.command("pause")
+def pause(ctx: typer.Context, name: Name) -> None:
+    """Pause delivery: the queue still takes enqueues, polls get nothing until it is resumed.
+
+    Example:
+
+        sqew queue pause --name jobs
+    """
+    state = current(ctx)
+    q = state.client.pause_queue(name)
+    output.emit(state, q, output.line(f"paused {name}: polls get nothing until resumed"))
+
+
+@app.command("resume")
+def resume(ctx: typer.Context, name: Name) -> None:
+    """Resume delivery of a paused queue.
+
+    Example:
+
+        sqew queue resume --name jobs
+    """
+    state = current(ctx)
+    q = state.client.resume_queue(name)
+    output.emit(state, q, output.line(f"resumed {name}"))
+
+
 @app.command("peek")
 def peek(
     ctx: typer.Context,

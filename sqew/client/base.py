@@ -78,6 +78,18 @@ class Client(abc.ABC):
         raise NotImplementedError
 
     @abc.abstractmethod
+    def pause_queue(self, name: str) -> models.Queue:
+        """Pause delivery: enqueues go on, polls return nothing (long polls wait) until
+        ``resume_queue``; returns the queue (``paused`` true). Pausing twice is harmless."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def resume_queue(self, name: str) -> models.Queue:
+        """Resume a paused queue's delivery (waiting long polls get its messages); returns the
+        queue (``paused`` false). Resuming a queue that is not paused is harmless."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
     def delete_queue(self, name: str) -> None:
         """Remove a queue, its DLQ and their messages."""
         raise NotImplementedError

@@ -181,6 +181,12 @@ class HttpClient(Client):
         body = convert(settings, models.QueueSettings)
         return self._call(models.Queue, "PATCH", f"/queues/{self._q(name)}", body=body)
 
+    def pause_queue(self, name: str) -> models.Queue:
+        return self._call(models.Queue, "POST", f"/queues/{self._q(name)}/pause")
+
+    def resume_queue(self, name: str) -> models.Queue:
+        return self._call(models.Queue, "POST", f"/queues/{self._q(name)}/resume")
+
     def delete_queue(self, name: str) -> None:
         self._request("DELETE", f"/queues/{self._q(name)}")
 

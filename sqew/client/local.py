@@ -103,6 +103,12 @@ class LocalClient(Client):
     def update_queue(self, name: str, **settings: Any) -> models.Queue:
         return run_sync(self.service.update_queue(name, convert(settings, models.QueueSettings)))
 
+    def pause_queue(self, name: str) -> models.Queue:
+        return run_sync(self.service.set_paused(name, True))
+
+    def resume_queue(self, name: str) -> models.Queue:
+        return run_sync(self.service.set_paused(name, False))
+
     def delete_queue(self, name: str) -> None:
         run_sync(self.service.delete_queue(name))
 

@@ -81,6 +81,23 @@ class UpdateQueue(Op[models.Queue]):
         return views.queue(updated)
 
 
+class SetPaused(Op[models.Queue]):
+    """Pause a queue's delivery (polls claim nothing; enqueues go on) or resume it; either
+    is idempotent. A resume wakes the queue's waiting long polls."""
+
+    __slots__ = ("name", "notify", "paused")
+
+    def __init__(self, name: str, paused: bool) -> None:
+        self.name = name
+        self.paused = paused
+        self.notify = () if paused else (name,)
+
+    def run(self, tx: Tx, now: int) -> models.Queue:
+        row = queue_row(tx, self.name)
+        tx.update_queue(row.id, {"paused": self.paused})
+        return views.queue(row._replace(paused=self.paused))
+
+
 class DeleteQueue(Op[None]):
     """Remove a queue with its DLQ and all their messages, and revoke the keys bound to it."""
 

@@ -213,8 +213,10 @@ def claim(
         q = ClaimQueue.of(full)
         dlq = expire_leases(tx, full, now)
         vis = full.visibility_ms if visibility_ms is None else visibility_ms
-        rows = tx.claim(full.id, bool(full.lifo), now, batch, now + vis, shuffle)
-    due = tx.next_due(q.id, now) if want_due and not rows else None
+        rows = [] if q.paused else tx.claim(full.id, bool(full.lifo), now, batch, now + vis,
+                                            shuffle)
+    # Paused: no message is due until the resume, whose commit wakes the waiting polls.
+    due = tx.next_due(q.id, now) if want_due and not rows and not q.paused else None
     return [views.leased(r, q) for r in rows], due, dlq
 
 

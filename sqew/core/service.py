@@ -170,6 +170,10 @@ class QueueService(SqsDataMethods, DeadLetterMethods, MoveTaskMethods):
         """Change some settings of a queue."""
         return await self._writer.write(admin.UpdateQueue(name, settings))
 
+    async def set_paused(self, name: str, paused: bool) -> models.Queue:
+        """Pause a queue's delivery (polls return nothing, enqueues go on) or resume it."""
+        return await self._writer.write(admin.SetPaused(name, paused))
+
     async def delete_queue(self, name: str) -> None:
         """Remove a queue with its DLQ and all their messages."""
         await self._blocking_write(admin.DeleteQueue(name))

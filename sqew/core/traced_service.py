@@ -78,6 +78,10 @@ class TracedService(QueueService):
     def update_queue(self, name: str, settings: models.QueueSettings) -> Call[models.Queue]:
         return self._traced("update_queue", name, super().update_queue(name, settings))
 
+    def set_paused(self, name: str, paused: bool) -> Call[models.Queue]:
+        return self._traced("pause_queue" if paused else "resume_queue", name,
+                            super().set_paused(name, paused))
+
     def delete_queue(self, name: str) -> Call[None]:
         return self._traced("delete_queue", name, super().delete_queue(name))
 

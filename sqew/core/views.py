@@ -29,6 +29,7 @@ def queue(row: QueueRow, stats: models.Stats | None = None) -> models.Queue:
         dlq=None if row.parent_id is not None else rules.dlq_name(row.name),
         order="lifo" if row.lifo else "fifo",
         created_at=row.created_at,
+        paused=bool(row.paused),
         **settings,
     )
     if stats is not None:
@@ -123,4 +124,5 @@ def stats(
         nacked_total=row.nacked_total,
         dead_lettered_total=row.dead_lettered_total,
         expired_total=row.expired_total,
+        paused=bool(row.paused),
     )

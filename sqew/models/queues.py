@@ -135,6 +135,8 @@ class Stats(Struct, kw_only=True):
     nacked_total: int
     dead_lettered_total: int
     expired_total: int
+    paused: bool = False
+    """Delivery paused: polls return nothing until the queue is resumed."""
 
 
 class Queue(Struct, kw_only=True):
@@ -154,6 +156,8 @@ class Queue(Struct, kw_only=True):
     order: str
     archive: bool
     created_at: int
+    paused: bool = False
+    """Delivery paused (``POST /queues/{q}/pause``): enqueues go on, polls return nothing."""
     stats: Stats | UnsetType = UNSET
     dead_letter_target: Annotated[str, Meta(description=(
         "The queue this one dead-letters into, when it names one other than its own dlq "

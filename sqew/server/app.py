@@ -32,6 +32,8 @@ from sqew.server import access, auth, openapi, tracing
 from sqew.server import errors as server_errors
 from sqew.server.routes import dlq, keys, messages, ops, options, queues, sqs
 from sqew.server.runtime import Runtime
+from sqew.server.ui import router as ui_router
+from sqew.server.ui import template_config as ui_templates
 from sqew.settings import Settings, load
 
 HANDLERS = [*queues.HANDLERS, *messages.HANDLERS, *dlq.HANDLERS, *keys.HANDLERS, *ops.HANDLERS]
@@ -77,7 +79,8 @@ def create_app(
         await rt.shutdown()
 
     app = Litestar(
-        route_handlers=ROUTES,
+        route_handlers=[*ROUTES, ui_router()],  # the dashboard (/ui) checks its own cookie
+        template_config=ui_templates(),
         on_startup=[startup],
         on_shutdown=[shutdown],
         exception_handlers={Exception: server_errors.handle},

@@ -12,11 +12,11 @@ from sqew import migrate
 QUEUE_KEYS = {
     "name", "dlq", "visibility_ms", "max_attempts", "backoff_base_ms", "backoff_max_ms",
     "retention_ms", "dedup_window_ms", "max_payload_bytes", "max_depth", "rate_limit_per_s",
-    "order", "archive", "created_at",
+    "order", "archive", "created_at", "paused",
 }
 STATS_KEYS = {
     "queue", "ready", "delayed", "leased", "dlq", "oldest_ready_age_ms", "enqueued_total",
-    "acked_total", "nacked_total", "dead_lettered_total", "expired_total",
+    "acked_total", "nacked_total", "dead_lettered_total", "expired_total", "paused",
 }
 MESSAGE_KEYS = {
     "id", "queue", "payload", "priority", "attributes", "attempts", "enqueued_at",
@@ -39,7 +39,7 @@ def test_queue_commands_json(sqew) -> None:
         "name": jobs, "dlq": f"{jobs}.dlq", "visibility_ms": 1000, "max_attempts": 2,
         "backoff_base_ms": 10, "backoff_max_ms": 100, "retention_ms": 60000,
         "dedup_window_ms": 1000, "max_payload_bytes": 1000, "max_depth": 50,
-        "rate_limit_per_s": 2.5, "order": "lifo", "archive": True,
+        "rate_limit_per_s": 2.5, "order": "lifo", "archive": True, "paused": False,
     }
 
     listed = sqew.json("queue", "list")
@@ -75,6 +75,26 @@ def test_queue_commands_json(sqew) -> None:
     removed = sqew.ok("--json", "queue", "rm", "--name", jobs)
     assert removed.stdout == ""  # REST answers 204 No Content
     assert sqew.own(sqew.json("queue", "list")["queues"]) == []
+
+
+def test_queue_pause_and_resume(sqew) -> None:
+    q = sqew.name("q")
+    sqew.ok("queue", "add", "--name", q)
+    paused = sqew.json("queue", "pause", "--name", q)
+    assert set(paused) == QUEUE_KEYS
+    assert (paused["name"], paused["paused"]) == (q, True)
+    sqew.ok("message", "enqueue", "--queue", q, "--payload", '"held"')
+    assert sqew.json("message", "poll", "--queue", q) == {"messages": []}
+    shown = sqew.json("queue", "show", "--name", q)
+    assert (shown["paused"], shown["stats"]["paused"], shown["stats"]["ready"]) == (True, True, 1)
+    assert "paused" in sqew.ok("queue", "show", "--name", q).stdout
+    resumed = sqew.ok("queue", "resume", "--name", q)
+    assert resumed.stdout.strip() == f"resumed {q}"
+    assert [m["payload"] for m in sqew.json("message", "poll", "--queue", q)["messages"]] == [
+        "held"]
+    missing = sqew.run("queue", "pause", "--name", sqew.name("missing"))
+    assert missing.returncode != 0
+    assert missing.stderr.startswith("error: QueueNotFound: ")
 
 
 def _ok_json(results) -> list:

@@ -155,7 +155,7 @@ def every_statement(calls: Calls) -> None:
         assert tx.get_queue_for_claim("q", now + 10)[1]
         q = tx.get_queue("q")
         assert tx.claim_by_name("q", now + 10, 1, None) == (
-            ClaimQueue(q.id, q.name, q.hmac_secret), None)
+            ClaimQueue(q.id, q.name, q.hmac_secret, False), None)
     assert tx.dead_letter_expired(qid, now + 10, 1, dlq, "q") == 1  # c
     assert tx.release_expired(qid, now + 100) == 1  # d
     assert [m.origin_queue for m in tx.list_messages(dlq_id, 0, 10)] == ["q", "q"]

@@ -59,6 +59,14 @@ def test_the_wheel_ships_the_sqs_query_model(wheel: Path) -> None:
         assert "sqew/sqs/querymodel/sqs/2012-11-05/service-2.json" in set(zf.namelist())
 
 
+def test_the_wheel_ships_the_dashboards_templates(wheel: Path) -> None:
+    """The /ui pages are rendered from them at run time."""
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+    for page in ("base", "queues", "queue", "keys", "login", "error", "_messages"):
+        assert f"sqew/server/ui/templates/{page}.html" in names
+
+
 def test_the_wheel_ships_pysparks_discovery_module(wheel: Path) -> None:
     """``pyspark_sqew`` is what PySpark imports to find the ``sqew`` format by itself."""
     with zipfile.ZipFile(wheel) as zf:

@@ -39,6 +39,7 @@ NEEDS = {
     "peek": "consume", "getMessage": "consume", "listDlq": "consume", "scanMessages": "consume",
     "createQueue": "admin", "updateQueue": "admin", "deleteQueue": "admin",
     "compactQueue": "admin", "removeMessage": "admin", "purgeQueue": "admin",
+    "pauseQueue": "admin", "resumeQueue": "admin",
     "requeueDlq": "admin", "purgeDlq": "admin",
     "createKey": "admin", "listKeys": "admin", "revokeKey": "admin",
 }
@@ -71,6 +72,8 @@ def endpoints() -> list[Endpoint]:
         for handler in getattr(route, "route_handlers", []):
             if handler.fn.__module__ == sqs_routes.__name__:
                 continue  # the SQS endpoint answers in AWS's shapes: tests/sqs checks it
+            if handler.fn.__module__.startswith("sqew.server.ui."):
+                continue  # the dashboard's pages and forms: tests/server/test_ui_http.py
             for method in sorted(handler.http_methods):
                 if handler.operation_id is not None:
                     need = NEEDS[handler.operation_id]  # a new operation must be listed

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import cli_runs
+import httpx
 import psutil
 import pytest
 import trustme
@@ -226,3 +227,19 @@ def test_handshakes_that_never_end_are_closed_after_header_timeout_s(tls: Tls,
             _until_closed(sock)
         with Client(server.url, ca_cert=tls.ca) as client:
             assert client.health().status == "ok"
+
+
+def test_the_dashboards_cookies_are_secure_over_https(https: Served, tls: Tls) -> None:
+    with httpx.Client(base_url=https.url, verify=ssl.create_default_context(cafile=tls.ca),
+                      timeout=30,
+                      follow_redirects=False) as http:
+        page = http.get("/ui/login")
+        assert page.status_code == 200
+        (csrf,) = [c for c in page.headers.get_list("set-cookie") if c.startswith("sqew_ui_csrf=")]
+        assert "secure" in {p.strip().lower() for p in csrf.split(";")}
+        # The server has no keys: any key logs in, as the API lets any request in.
+        done = http.post("/ui/login", data={"csrf": http.cookies["sqew_ui_csrf"], "key": "k"})
+        assert done.status_code == 303
+        (kept,) = [c for c in done.headers.get_list("set-cookie") if c.startswith("sqew_ui_key=")]
+        assert {"secure", "httponly", "samesite=strict"} <= {
+            p.strip().lower() for p in kept.split(";")}

@@ -179,6 +179,8 @@ def claim(
     if q_lifo != lifo:
         tx.cache.set_lifo(name, q_lifo)
         return MISSED
+    if q.paused:  # nothing was claimed (nor swept: the reaper sweeps ended leases)
+        return q, []
     if ended:  # leases ended: nothing was claimed
         return q, None
     first_message = _QUEUE_WIDTH + 1  # (after the queue's columns and ``ended``)

@@ -169,7 +169,8 @@ _NOW = "(SELECT CAST(%(now)s AS BIGINT))"
 def _claim_sql(lifo: bool, limit: str, token: str) -> str:
     """The claim of up to ``limit`` messages of a queue assumed FIFO (``lifo`` False) or LIFO,
     each leased under ``token`` (which may name ``picked``, the claimed rows' addresses in
-    order); it claims nothing when the queue is not, or when leases of it ended (``ended``)."""
+    order); it claims nothing when the queue is not, when leases of it ended (``ended``) or
+    when it is paused."""
     literal = "TRUE" if lifo else "FALSE"
     order = "priority DESC, id DESC" if lifo else "priority DESC, available_at, id"
     # The claimed rows by their addresses (ctid): a TID scan reads them straight from the
@@ -185,7 +186,7 @@ def _claim_sql(lifo: bool, limit: str, token: str) -> str:
         "messages m WHERE m.queue_id = queues.id AND m.lease_expires_at IS NOT NULL "
         f"AND m.lease_expires_at <= {_NOW}) AS ended FROM queues WHERE name = %(name)s), "
         "picked AS MATERIALIZED (SELECT ARRAY(SELECT ctid FROM messages WHERE queue_id = "
-        f"(SELECT id FROM q WHERE NOT ended AND lifo = {literal}) "
+        f"(SELECT id FROM q WHERE NOT ended AND NOT paused AND lifo = {literal}) "
         f"AND lease_expires_at IS NULL AND lifo = {literal} AND available_at <= {_NOW} "
         f"AND +expires_at > {_NOW} AND {GROUP_HEAD.format(now=_NOW)} "
         f"ORDER BY {order} LIMIT {limit} FOR UPDATE SKIP LOCKED) "

@@ -1,4 +1,5 @@
-"""Queue endpoints: create, list, show (with stats), update, delete, compact."""
+"""Queue endpoints: create, list, show (with stats), update, delete, pause and resume,
+compact."""
 
 from __future__ import annotations
 
@@ -67,6 +68,22 @@ async def delete_queue(request: Req, q: wire.QueuePath) -> None:
     rt.auth.queue_deleted(q)  # the keys bound to it went with it: they stop working here now
 
 
+@post("/queues/{q:str}/pause", operation_id="pauseQueue", status_code=200,
+      summary="Pause delivery: enqueues go on, polls return nothing", opt={"access": "admin"})
+async def pause_queue(request: Req, q: wire.QueuePath) -> models.Queue:
+    """Pause the queue's delivery: it still takes enqueues, but polls return nothing (long
+    polls wait) until it is resumed. Pausing a paused queue changes nothing."""
+    return await runtime(request).service.set_paused(q, True)
+
+
+@post("/queues/{q:str}/resume", operation_id="resumeQueue", status_code=200,
+      summary="Resume delivery of a paused queue", opt={"access": "admin"})
+async def resume_queue(request: Req, q: wire.QueuePath) -> models.Queue:
+    """Resume the queue's delivery; long polls waiting on it get its messages at once.
+    Resuming a queue that is not paused changes nothing."""
+    return await runtime(request).service.set_paused(q, False)
+
+
 @post("/queues/{q:str}/compact", operation_id="compactQueue", status_code=200,
       summary="Remove expired messages and reclaim space", opt={"access": "admin"})
 async def compact(request: Req, q: wire.QueuePath) -> models.Removed:
@@ -75,4 +92,5 @@ async def compact(request: Req, q: wire.QueuePath) -> models.Removed:
     return models.Removed(await rt.service.compact(q))
 
 
-HANDLERS = [create_queue, list_queues, get_queue, update_queue, delete_queue, compact]
+HANDLERS = [create_queue, list_queues, get_queue, update_queue, delete_queue, pause_queue,
+            resume_queue, compact]
