@@ -104,14 +104,12 @@ class QueueService(SqsDataMethods, DeadLetterMethods, MoveTaskMethods):
     # --- running --------------------------------------------------------------------------------
     async def _blocking_write(self, op: Op[T]) -> T:
         """A write that may take long (purges, cascades): its own transaction, offloaded."""
-        result: T = await self._offload(lambda: self._direct.run(op))
-        return result
+        return cast(T, await self._offload(lambda: self._direct.run(op)))
 
     def _reap_lead(self) -> Lead | None:
-        """The reaper's lead if a reap is due and this process can take it: the caller then
-        runs ``_reap`` first and waits for it, so that a poll, stats, peek and the DLQ agree
-        about expired messages and ended last leases. (Not a coroutine: a poll asks this each
-        time, and nearly always hears no.)"""
+        """The reaper's lead if a reap is due and this process can take it: the caller runs
+        ``_reap`` first, so a poll, stats, peek and the DLQ agree about expired messages and
+        ended last leases. (Not a coroutine: a poll asks each time, nearly always in vain.)"""
         return self._reaps.lead_if_due(self.backend, self.clock())
 
     async def _reap(self, lead: Lead) -> None:
@@ -146,8 +144,7 @@ class QueueService(SqsDataMethods, DeadLetterMethods, MoveTaskMethods):
 
         if self._read_spans is not None:
             run = self._read_spans(run)
-        result: T = await self._offload(run)
-        return result
+        return cast(T, await self._offload(run))
 
     # --- queues ---------------------------------------------------------------------------------
     async def create_queue(self, spec: models.QueueCreate) -> models.Queue:
@@ -160,11 +157,8 @@ class QueueService(SqsDataMethods, DeadLetterMethods, MoveTaskMethods):
 
     async def get_queue(self, name: str) -> models.Queue:
         """One queue with its stats."""
-        def get(tx: Tx, now: int) -> models.Queue:
-            row = delivering.queue_row(tx, name)
-            return views.queue(row, admin.stats(tx, row, now))
-
-        return await self._read(get)
+        return await self._read(lambda tx, now: views.queue(
+            row := delivering.queue_row(tx, name), admin.stats(tx, row, now)))
 
     async def update_queue(self, name: str, settings: models.QueueSettings) -> models.Queue:
         """Change some settings of a queue."""
