@@ -41,13 +41,14 @@ from sqew.core import (
 from sqew.core.clock import Clock
 from sqew.core.rules import check_range
 from sqew.core.sqs_data import SqsDataMethods
+from sqew.core.streaming import StreamMethods
 from sqew.core.writer import NO_OBSERVER, Offload, Op, WriteObserver, inline
 
 log = logging.getLogger("sqew.service")
 T = TypeVar("T")
 
 
-class QueueService(SqsDataMethods):
+class QueueService(SqsDataMethods, StreamMethods):
     """The queue engine over a storage backend.
 
     Args:

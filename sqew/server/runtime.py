@@ -30,6 +30,7 @@ from sqew.core.service import QueueService
 from sqew.server.authenticator import Authenticator
 from sqew.server.background import Background
 from sqew.server.metrics import Metrics
+from sqew.server.streams import Streams
 from sqew.settings import Settings
 
 T = TypeVar("T")
@@ -69,7 +70,8 @@ class Runtime:
         self.background = Background(self, self.metrics,
                                      reap_interval_ms=settings.reap_interval_ms,
                                      reap=reaper_timer)
-        self.waiting_polls = 0  # long polls (wait_ms > 0) in progress (max_waiting_polls)
+        self.waiting_polls = 0  # long polls (wait_ms > 0) and streams open (max_waiting_polls)
+        self.streams = Streams(self.metrics)
         self.auth = Authenticator(settings, self.metrics, self)
 
     @property
