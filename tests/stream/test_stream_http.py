@@ -1,7 +1,7 @@
 """``GET /queues/{q}/stream`` over real HTTP: the events as sent (``id:``, ``data:`` the leased
 message as a poll answers it), the error envelope before a stream begins, the consume scope,
 a client that drops its connection getting its leases given back, the ``max_waiting_polls``
-bound, and the stream metrics."""
+bound, the stream metrics, and a shutdown ending streams."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import json
 import socket
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,10 @@ import httpx
 import pytest
 from auth_support import create_queue, mint
 from server.support import envelope, port_of
+
+import sqew
+from sqew import errors
+from sqew.server.app import begin_shutdown
 
 DEADLINE_S = 20.0
 
@@ -148,3 +153,19 @@ def test_streams_are_counted_in_the_metrics(module_server: Any, queue: str) -> N
             assert sample(during, "sqew_streams_open") == sample(before, "sqew_streams_open") + 1
             assert (sample(during, "sqew_stream_events_total")
                     == sample(before, "sqew_stream_events_total") + 1)
+
+
+def test_a_server_shutting_down_ends_its_streams_giving_their_leases_back(
+        start_server: Callable[..., Any]) -> None:
+    server = start_server()
+    with sqew.Client(server.url) as client, ThreadPoolExecutor(1) as pool:
+        client.create_queue("q")
+        client.enqueue("q", 1)
+        stream = client.stream("q", visibility_ms=60_000)
+        assert next(stream).payload == 1
+        waiting = pool.submit(next, stream)
+        begin_shutdown(server.app)  # as on SIGTERM: long polls and streams end
+        with pytest.raises(errors.Unavailable, match="ended the stream"):
+            waiting.result(DEADLINE_S)
+        stats = client.stats("q")  # given back before the stream's answer ended
+        assert (stats.ready, stats.leased) == (1, 0)
