@@ -14,6 +14,7 @@ from sqew import errors, models
 from sqew.cli import bulk, interrupts, output, params
 from sqew.cli import errors as cli_errors
 from sqew.cli.state import State, current
+from sqew.cli.tail import tail
 from sqew.client.arguments import message_in
 
 app = typer.Typer(help="Enqueue, lease, settle and inspect messages.", no_args_is_help=True)
@@ -361,3 +362,6 @@ def remove(ctx: typer.Context, queue: Queue, id: MessageIdOpt) -> None:
     state.client.remove_message(queue, id)
     if not state.json:
         output.line(f"removed message {id} from {queue}")(output.console())
+
+
+app.command("tail")(tail)  # (in a module of its own)

@@ -16,6 +16,7 @@ from typing import Any
 
 from sqew import jsonlimits, models
 from sqew.client import bulk
+from sqew.client.streams import MessageStream
 from sqew.client.validation import validation_error as validation_error  # re-exported
 
 # Where ``Client(target)`` finds each implementation, imported by name on first use (as the
@@ -180,6 +181,18 @@ class Client(abc.ABC):
     ) -> list[models.LeasedMessage]:
         """Lease up to ``batch`` ready messages, waiting up to ``wait_ms`` for one to arrive;
         ``order="shuffle"`` leases random ready messages instead of the head of the queue."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def stream(
+        self, queue: str, *, max_in_flight: int = models.DEFAULT_STREAM_IN_FLIGHT,
+        visibility_ms: int | None = None,
+    ) -> MessageStream:
+        """Iterate the queue's messages, each leased as it becomes ready, never more than
+        ``max_in_flight`` of them unacknowledged (ack or nack to free a slot; a lease that
+        ends frees one too). Over HTTP it reads the server's event stream; on a database it
+        runs long polls. Closing it (``close()``, or use it in ``with``) gives back the
+        leases it still holds: ready again at once, their attempts not counted."""
         raise NotImplementedError
 
     @abc.abstractmethod

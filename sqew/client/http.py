@@ -21,6 +21,8 @@ from sqew import __version__, errors, jsonlimits, models, payloads, telemetry
 from sqew.client import tls
 from sqew.client.arguments import convert, key_create, key_id, message_in, messages_in
 from sqew.client.base import Client
+from sqew.client.sse import open_sse
+from sqew.client.streams import MessageStream, check_arguments
 from sqew.core import signing
 
 T = TypeVar("T")
@@ -234,6 +236,14 @@ class HttpClient(Client):
         path = f"/queues/{self._q(queue)}/poll"
         response = self._request("POST", path, params=params, timeout=self.timeout + waited)
         return self._messages(models.LeasedMessageList, response, path).messages
+
+    def stream(
+        self, queue: str, *, max_in_flight: int = models.DEFAULT_STREAM_IN_FLIGHT,
+        visibility_ms: int | None = None,
+    ) -> MessageStream:
+        check_arguments(max_in_flight, visibility_ms)
+        return open_sse(self, f"/queues/{self._q(queue)}/stream", queue, max_in_flight,
+                        visibility_ms)
 
     def ack(self, queue: str, id: int, token: str) -> models.ItemResult:
         body = {"id": id, "token": token}

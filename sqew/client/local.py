@@ -14,6 +14,7 @@ from sqew import errors, models, payloads
 from sqew.backends import open_backend
 from sqew.client.arguments import convert, key_create, key_id, message_in, messages_in
 from sqew.client.base import Client
+from sqew.client.streams import MessageStream, PollStream, check_arguments
 from sqew.core.clock import Clock
 from sqew.core.rules import check_range
 from sqew.core.service import QueueService
@@ -148,6 +149,18 @@ class LocalClient(Client):
                                  order=order)
         # Only a poll that may wait needs an event loop (its wait is awaited).
         return _decoded(run_blocking(call, self._waits_thread) if wait_ms else run_sync(call))
+
+    def stream(
+        self, queue: str, *, max_in_flight: int = models.DEFAULT_STREAM_IN_FLIGHT,
+        visibility_ms: int | None = None,
+    ) -> MessageStream:
+        check_arguments(max_in_flight, visibility_ms)
+        self.get_queue(queue)  # QueueNotFound now, not at the first message
+        return PollStream(
+            queue, max_in_flight, visibility_ms, poll=self.poll,
+            held=lambda leases: run_sync(self.service.held(queue, leases)),
+            give_back=lambda leases: run_sync(self.service.give_back(queue, leases)),
+            clock=self.service.clock)
 
     def ack(self, queue: str, id: int, token: str) -> models.ItemResult:
         # Validated as the single item it is, so an error names `id`, as the server's does.

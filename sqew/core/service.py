@@ -43,13 +43,14 @@ from sqew.core.dead_letters import DeadLetterMethods
 from sqew.core.move_tasks import MoveTaskMethods
 from sqew.core.rules import check_choice, check_range
 from sqew.core.sqs_data import SqsDataMethods
+from sqew.core.streaming import StreamMethods
 from sqew.core.writer import NO_OBSERVER, Offload, Op, WriteObserver, inline
 
 log = logging.getLogger("sqew.service")
 T = TypeVar("T")
 
 
-class QueueService(SqsDataMethods, DeadLetterMethods, MoveTaskMethods):
+class QueueService(SqsDataMethods, DeadLetterMethods, MoveTaskMethods, StreamMethods):
     """The queue engine over a storage backend.
 
     Args:

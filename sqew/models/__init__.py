@@ -49,6 +49,7 @@ from sqew.models.leases import (
     ResultList,
 )
 from sqew.models.limits import (
+    DEFAULT_STREAM_IN_FLIGHT,
     END_OF_TEXT,
     HMAC_SECRET_MAX_LENGTH,
     HMAC_SECRET_MIN_BYTES,
@@ -66,6 +67,7 @@ from sqew.models.limits import (
     MAX_PAYLOAD_BYTES,
     MAX_POLL_BATCH,
     MAX_SCAN_LIMIT,
+    MAX_STREAM_IN_FLIGHT,
     MAX_TTL_MS,
     MAX_VISIBILITY_MS,
     MAX_WAIT_MS,
@@ -127,6 +129,7 @@ from sqew.models.results import (
 from sqew.models.typeinfo import build_now, structs_in
 
 __all__ = [
+    "DEFAULT_STREAM_IN_FLIGHT",
     "END_OF_TEXT",
     "HMAC_SECRET_MAX_LENGTH",
     "HMAC_SECRET_MIN_BYTES",
@@ -144,6 +147,7 @@ __all__ = [
     "MAX_PAYLOAD_BYTES",
     "MAX_POLL_BATCH",
     "MAX_SCAN_LIMIT",
+    "MAX_STREAM_IN_FLIGHT",
     "MAX_TTL_MS",
     "MAX_VISIBILITY_MS",
     "MAX_WAIT_MS",

@@ -13,6 +13,9 @@ import sys
 MAX_BATCH_ENQUEUE = 1000
 MAX_POLL_BATCH = 100
 MAX_WAIT_MS = 20000
+MAX_STREAM_IN_FLIGHT = 1000
+"""The most unacknowledged messages one stream may hold (``max_in_flight``)."""
+DEFAULT_STREAM_IN_FLIGHT = 10
 MAX_TTL_MS = 1_209_600_000
 MIN_TTL_MS = 1000
 MAX_VISIBILITY_MS = 43_200_000

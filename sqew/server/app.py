@@ -30,13 +30,14 @@ from sqew import errors, telemetry
 from sqew.core.clock import Clock
 from sqew.server import access, auth, openapi, tracing
 from sqew.server import errors as server_errors
-from sqew.server.routes import dlq, keys, messages, ops, options, queues, sqs
+from sqew.server.routes import dlq, keys, messages, ops, options, queues, sqs, stream
 from sqew.server.runtime import Runtime
 from sqew.server.ui import router as ui_router
 from sqew.server.ui import template_config as ui_templates
 from sqew.settings import Settings, load
 
-HANDLERS = [*queues.HANDLERS, *messages.HANDLERS, *dlq.HANDLERS, *keys.HANDLERS, *ops.HANDLERS]
+HANDLERS = [*queues.HANDLERS, *messages.HANDLERS, *stream.HANDLERS, *dlq.HANDLERS, *keys.HANDLERS,
+            *ops.HANDLERS]
 # The SQS endpoint's routes answer in AWS's shapes: no OPTIONS of their own, not in HANDLERS.
 ROUTES = [*options.handlers(HANDLERS), *HANDLERS, *sqs.HANDLERS]
 log = logging.getLogger("sqew.server")

@@ -31,6 +31,7 @@ from sqew.server.authenticator import Authenticator
 from sqew.server.background import Background
 from sqew.server.canary import Canary, replica_label
 from sqew.server.metrics import Metrics
+from sqew.server.streams import Streams
 from sqew.settings import Settings
 
 T = TypeVar("T")
@@ -71,7 +72,8 @@ class Runtime:
         self.background = Background(self, self.metrics,
                                      reap_interval_ms=settings.reap_interval_ms,
                                      reap=reaper_timer)
-        self.waiting_polls = 0  # long polls (wait_ms > 0) in progress (max_waiting_polls)
+        self.waiting_polls = 0  # long polls (wait_ms > 0) and streams open (max_waiting_polls)
+        self.streams = Streams(self.metrics)
         self.auth = Authenticator(settings, self.metrics, self)
 
     @property

@@ -46,7 +46,7 @@ def test_the_commands_of_spec_section_3_exist() -> None:
         *(("queue", c) for c in ("list", "add", "update", "rm", "show", "purge", "peek",
                                  "requeue-dlq", "compact", "export")),
         *(("message", c) for c in ("enqueue", "get", "poll", "ack", "nack", "extend-lease",
-                                   "peek", "remove")),
+                                   "peek", "remove", "tail")),
         *(("dlq", c) for c in ("list", "purge", "requeue")),
     }
     assert expected <= set(leaves)

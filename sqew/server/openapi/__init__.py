@@ -91,6 +91,10 @@ def document(app: Litestar) -> dict[str, Any]:
         if "body" in handler.opt:
             op["requestBody"] = _request_body(handler.opt["body"], schemas,
                                               required=not handler.opt.get("body_optional"))
+        if "events" in handler.opt:  # server-sent events, each described in words
+            success = op["responses"][str(handler.status_code)]
+            success["content"] = {"text/event-stream": {"schema": {
+                "type": "string", "description": handler.opt["events"]}}}
         if "returns" in handler.opt:
             success = op["responses"][str(handler.status_code)]
             success["content"] = {"application/json": {"schema": _schema(handler.opt["returns"],
@@ -239,8 +243,8 @@ def _error_responses(
         )
     if overload:
         responses["503"] = _too_many(
-            "Overloaded: as many long polls wait in the server process as it allows "
-            "(max_waiting_polls)" if overload == "poll" else
+            "Overloaded: as many long polls and streams wait in the server process as it "
+            "allows (max_waiting_polls)" if overload in ("poll", "streamMessages") else
             "Overloaded: writes back up in the server process (backpressure: "
             "overload_pending_writes, overload_wal_bytes, overload_commit_ms); polls and "
             "acks go on"

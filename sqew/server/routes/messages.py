@@ -241,9 +241,11 @@ async def ack(request: Req, q: wire.QueuePath) -> ASGIApp:
     if _ACKS.match(body):
         items = wire.decode(body, models.AckBatchIn, rt.settings.max_json_depth).acks
         acked = await rt.service.ack(q, [(a.id, a.token) for a in items])
+        rt.streams.settled(q)
         return JsonResponse(models.ResultList(acked))
     one = wire.decode(body, models.AckIn, rt.settings.max_json_depth)
     (result,) = await rt.service.ack(q, [(one.id, one.token)])
+    rt.streams.settled(q)  # a slot of a stream of this process may be free
     if result.status != "acked":
         raise errors.for_item(result.status, result.id)
     return JsonResponse(models.ResultList([result]))
@@ -260,9 +262,12 @@ async def nack(request: Req, q: wire.QueuePath) -> ASGIApp:
     body = await wire.read_body(request, rt.settings.max_body_bytes)
     if _NACKS.match(body):
         items = wire.decode(body, models.NackBatchIn, rt.settings.max_json_depth).nacks
-        return JsonResponse(models.ResultList(await rt.service.nack(q, items)))
+        results = await rt.service.nack(q, items)
+        rt.streams.settled(q)
+        return JsonResponse(models.ResultList(results))
     one = wire.decode(body, models.NackIn, rt.settings.max_json_depth)
     (result,) = await rt.service.nack(q, [one])
+    rt.streams.settled(q)
     if result.status in errors.ITEM_ERRORS:
         raise errors.for_item(result.status, result.id)
     return JsonResponse(models.ResultList([result]))

@@ -1,0 +1,188 @@
+"""``Client.stream``: leased messages as they come, at most ``max_in_flight`` unacknowledged
+(docs/consumers.md#the-stream).
+
+``MessageStream`` is the iterator every client returns. Over HTTP (``SseStream``) it reads the
+server's ``GET /queues/{q}/stream`` (server-sent events); on a database (``PollStream``) it is
+built on long polls, each asking for no more than the free slots. Either way it ends only when
+closed (``close()``, the ``with`` block, or the iterator's ``break`` followed by ``close``),
+and closing gives back the leases it still holds: the messages are ready again at once, their
+attempts not counted. Acks and nacks go through the client's usual calls.
+"""
+
+from __future__ import annotations
+
+import abc
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from sqew import errors, models, payloads
+from sqew.core.rules import check_range
+
+if TYPE_CHECKING:
+    import httpx
+
+HELD_RECHECK_S = 0.25
+"""At its bound, a ``PollStream`` asks this often which of its leases are still held (acks
+from other threads or processes tell it nothing)."""
+_DECODE_LEASED = msgspec.json.Decoder(models.LeasedMessage)
+_DECODE_RAW = msgspec.json.Decoder(payloads.RawPayload)
+_ENVELOPE = msgspec.json.Decoder(dict[str, dict[str, str]])
+
+
+def check_arguments(max_in_flight: int, visibility_ms: int | None) -> None:
+    """Refuse a ``max_in_flight`` or ``visibility_ms`` out of range (``ValidationError``)."""
+    check_range("max_in_flight", max_in_flight, 1, models.MAX_STREAM_IN_FLIGHT)
+    if visibility_ms is not None:
+        check_range("visibility_ms", visibility_ms, 0, models.MAX_VISIBILITY_MS)
+
+
+class MessageStream(abc.ABC, Iterator[models.LeasedMessage]):
+    """An iterator of leased messages of one queue, as they become ready; a context manager
+    that closes it (giving back the leases it holds)."""
+
+    def __init__(self, queue: str, max_in_flight: int) -> None:
+        self.queue = queue
+        self.max_in_flight = max_in_flight
+        self.closed = False
+
+    def __iter__(self) -> MessageStream:
+        return self
+
+    def __enter__(self) -> MessageStream:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    @abc.abstractmethod
+    def __next__(self) -> models.LeasedMessage:
+        """The next leased message, waiting for one as long as it takes."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """End the stream; the leases it still holds are given back at once."""
+
+
+class SseStream(MessageStream):
+    """A server's stream, read from an open ``text/event-stream`` response."""
+
+    def __init__(self, queue: str, max_in_flight: int, response: httpx.Response) -> None:
+        super().__init__(queue, max_in_flight)
+        self._response = response
+        self._lines = response.iter_lines()
+
+    def __next__(self) -> models.LeasedMessage:
+        if self.closed:
+            raise StopIteration
+        kind, data = "message", list[str]()
+        try:
+            for line in self._lines:
+                if line == "":  # an event ends
+                    if data:
+                        return self._event(kind, "\n".join(data))
+                    kind, data = "message", []
+                elif line.startswith(":"):  # a comment: the stream's open or keep-alive lines
+                    continue
+                else:
+                    field, _, value = line.partition(":")
+                    value = value[1:] if value.startswith(" ") else value
+                    if field == "data":
+                        data.append(value)
+                    elif field == "event":
+                        kind = value
+        except Exception as exc:  # the connection broke, or timed out
+            self.close()
+            raise errors.Unavailable(f"the stream of {self.queue!r} broke: {exc}") from exc
+        self.close()
+        raise errors.Unavailable(f"the server ended the stream of {self.queue!r}")
+
+    def _event(self, kind: str, data: str) -> models.LeasedMessage:
+        raw = data.encode()
+        if kind == "error":
+            self.close()
+            try:
+                body = _ENVELOPE.decode(raw)["error"]
+                raise errors.by_code(body["code"])(body["message"])
+            except (msgspec.MsgspecError, KeyError) as exc:
+                raise errors.InternalError(f"unexpected stream event: {data[:200]}") from exc
+        try:
+            message = _DECODE_LEASED.decode(raw)
+            payloads.keep_text(message, bytes(_DECODE_RAW.decode(raw).payload).decode())
+        except msgspec.MsgspecError as exc:
+            self.close()
+            raise errors.InternalError(f"unexpected stream event: {exc}") from exc
+        return message
+
+    def close(self) -> None:
+        """Close the connection: the server gives back the leases of this stream."""
+        if not self.closed:
+            self.closed = True
+            self._response.close()
+
+
+class PollStream(MessageStream):
+    """A stream on long polls (a database client): each poll asks for the free slots only.
+
+    Args:
+        queue, max_in_flight, visibility_ms: as ``Client.stream``.
+        poll: the client's ``poll``.
+        held: of ``(id, token)`` leases, those still held, id -> lease end (the service's).
+        give_back: gives ``(id, token)`` leases back at once (the service's).
+        clock: the service's clock (epoch ms).
+        wait_ms: each poll's wait.
+    """
+
+    def __init__(
+        self, queue: str, max_in_flight: int, visibility_ms: int | None, *,
+        poll: Callable[..., list[models.LeasedMessage]],
+        held: Callable[[Sequence[tuple[int, str]]], dict[int, int]],
+        give_back: Callable[[Sequence[tuple[int, str]]], None],
+        clock: Callable[[], int], wait_ms: int = 5000,
+    ) -> None:
+        super().__init__(queue, max_in_flight)
+        self.visibility_ms = visibility_ms
+        self._poll, self._held, self._give_back = poll, held, give_back
+        self._clock = clock
+        self._wait_ms = wait_ms
+        self.held: dict[int, tuple[str, int]] = {}
+        """The leases it holds (as far as it knows): id -> (token, lease end)."""
+        self._ready: deque[models.LeasedMessage] = deque()
+
+    def __next__(self) -> models.LeasedMessage:
+        while not self._ready:
+            if self.closed:
+                raise StopIteration
+            if len(self.held) >= self.max_in_flight:  # (below it, a stale count only
+                self._recheck()                           # asks for fewer)
+            free = self.max_in_flight - len(self.held)
+            if free > 0:
+                got = self._poll(self.queue, batch=min(free, models.MAX_POLL_BATCH),
+                                 wait_ms=self._wait_ms, visibility_ms=self.visibility_ms)
+                for m in got:
+                    self.held[m.id] = (m.token, m.lease_expires_at)
+                self._ready.extend(got)
+            else:  # at the bound: until a lease may be settled or ends
+                ends = min(end for _, end in self.held.values())
+                time.sleep(min(HELD_RECHECK_S, max(0.0, (ends - self._clock()) / 1000)))
+        return self._ready.popleft()
+
+    def _recheck(self) -> None:
+        still = self._held([(i, token) for i, (token, _) in self.held.items()])
+        self.held = {i: (self.held[i][0], end) for i, end in still.items()}
+
+    def close(self) -> None:
+        """Give back the leases still held (those not yet iterated too)."""
+        if self.closed:
+            return
+        self.closed = True
+        self._ready.clear()
+        leases = [(i, token) for i, (token, _) in self.held.items()]
+        self.held = {}
+        if leases:
+            self._give_back(leases)
