@@ -61,9 +61,18 @@ def delay_ms(p: Params, default_s: int = 0) -> int:
     return seconds(p, "DelaySeconds", 0, MAX_DELAY_S, default_s) * 1000
 
 
+DEFAULTS_MAX_AGE_MS = 1000
+"""How old a server process's copy of a queue's ``DelaySeconds`` and
+``ReceiveMessageWaitTimeSeconds`` may be when a send or receive uses it: a change made through
+another process (another worker or replica) applies within this long, one made through this
+process at once (``QueueService.recent_sqs_data``). AWS lets such changes take up to a minute
+to reach every server; a second spares nearly every send and receive a read of its own."""
+
+
 async def queue_default(ctx: Context, queue: str, name: str) -> int:
-    """The queue-level ``DelaySeconds`` or ``ReceiveMessageWaitTimeSeconds`` of ``queue``."""
-    value: int = (await ctx.service.sqs_data(queue)).get(name, 0)
+    """The queue-level ``DelaySeconds`` or ``ReceiveMessageWaitTimeSeconds`` of ``queue``
+    (as of at most ``DEFAULTS_MAX_AGE_MS`` ago)."""
+    value: int = (await ctx.service.recent_sqs_data(queue, DEFAULTS_MAX_AGE_MS)).get(name, 0)
     return value
 
 
