@@ -8,6 +8,7 @@ actions are in ``sqew.sqs.batches``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -129,13 +130,18 @@ async def receive_message(ctx: Context, p: Params) -> Params:
 def _system_names(p: Params) -> set[str]:
     """The system attributes asked for, by either parameter (``AttributeNames`` is modelled as
     queue attribute names, but SQS reads message system attribute names there)."""
-    known = set(service.enum("MessageSystemAttributeName")) | set(
-        service.enum("QueueAttributeName"))
     names = set(p.get("AttributeNames", [])) | set(p.get("MessageSystemAttributeNames", []))
     for name in names:
-        if name not in known:
+        if name not in _known_names():
             raise SqsError("InvalidAttributeName", f"Unknown Attribute {name}.")
     return names
+
+
+@functools.cache
+def _known_names() -> frozenset[str]:
+    """Every name ``_system_names`` takes (the model's, read once)."""
+    return frozenset(service.enum("MessageSystemAttributeName")) | frozenset(
+        service.enum("QueueAttributeName"))
 
 
 def _received(ctx: Context, queue: str, m: models.LeasedMessage, wanted: set[str],
