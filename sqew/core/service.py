@@ -150,7 +150,7 @@ class QueueService(SqsDataMethods, DeadLetterMethods, MoveTaskMethods, StreamMet
     # --- queues ---------------------------------------------------------------------------------
     async def create_queue(self, spec: models.QueueCreate) -> models.Queue:
         """Create a queue and its DLQ."""
-        return await self._writer.write(admin.CreateQueue(spec))
+        return await self.sqs_data_gone(self._writer.write(admin.CreateQueue(spec)))
 
     async def list_queues(self) -> list[models.Queue]:
         """Every queue (DLQs included) by name."""
@@ -171,7 +171,7 @@ class QueueService(SqsDataMethods, DeadLetterMethods, MoveTaskMethods, StreamMet
 
     async def delete_queue(self, name: str) -> None:
         """Remove a queue with its DLQ and all their messages."""
-        await self._blocking_write(admin.DeleteQueue(name))
+        await self.sqs_data_gone(self._blocking_write(admin.DeleteQueue(name)))
 
     # --- messages -------------------------------------------------------------------------------
     async def enqueue(

@@ -13,7 +13,7 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from sqew import models
+from sqew import errors, models
 from sqew.sqs import envelope, handles, messaging
 from sqew.sqs.errors import SqsError, invalid
 from sqew.sqs.urls import Context, queue_name
@@ -22,6 +22,8 @@ Params = dict[str, Any]
 MAX_ENTRIES = 10
 MAX_BATCH_BYTES = 262_144
 _ENTRY_ID = re.compile(r"[A-Za-z0-9_-]{1,80}")
+Sent = tuple[str, envelope.Parts, models.MessageIn]
+"""A send batch's valid entry: its id, its parts and the message that stores them."""
 
 
 def entries(p: Params, kind: str) -> list[Params]:
@@ -58,7 +60,7 @@ def failed(entry_id: str, exc: SqsError) -> Params:
 async def send_message_batch(ctx: Context, p: Params) -> Params:
     """SendMessageBatch: the valid entries enqueued together, the others failed."""
     name = queue_name(p["QueueUrl"])
-    ok: list[tuple[str, envelope.Parts, models.MessageIn]] = []
+    ok: list[Sent] = []
     groups: dict[str, str | None] = {}
     bad: list[Params] = []
     total = 0
@@ -78,20 +80,33 @@ async def send_message_batch(ctx: Context, p: Params) -> Params:
     if total > MAX_BATCH_BYTES:
         raise SqsError("BatchRequestTooLong", f"Batch requests cannot be longer than "
                        f"{MAX_BATCH_BYTES} bytes. You have sent {total} bytes.")
-    if ok:
-        # Refused one by one rather than failing the batch: the queue's payload limit.
-        limit = (await ctx.service.get_queue(name)).max_payload_bytes
-        fits = [e for e in ok if len(bytes(e[2].payload)) <= limit]
-        bad += [failed(e[0], invalid(f"One or more parameters are invalid. Reason: Message "
-                                     f"must be shorter than {limit} bytes."))
-                for e in ok if e not in fits]
-        ok = fits
-    results = await ctx.service.enqueue(
-        name, [m for *_, m in ok], messaging.UNSIGNED,
-        [groups[e[0]] for e in ok] if is_fifo else None) if ok else []
+    results = await _enqueue(ctx, name, ok, bad, groups if is_fifo else None) if ok else []
     done = [{"Id": entry_id, **messaging.sent_fifo(parts, r.message_id, is_fifo)}
-            for (entry_id, parts, _), r in zip(ok, results, strict=True)]
+            for (entry_id, parts, _), r in results]
     return {"Successful": done, "Failed": bad}
+
+
+async def _enqueue(ctx: Context, name: str, ok: list[Sent], bad: list[Params],
+                   groups: dict[str, str | None] | None) -> list[tuple[Sent, models.EnqueueResult]]:
+    """``ok`` enqueued together (each in its group, on a FIFO queue), each with its result;
+    where the queue's payload limit refuses some, those failed one by one (added to ``bad``)
+    and the others enqueued. The limit is read only then: the enqueue checks it (all or
+    nothing) in its own transaction."""
+    async def enqueue(sent: list[Sent]) -> list[tuple[Sent, models.EnqueueResult]]:
+        return list(zip(sent, await ctx.service.enqueue(
+            name, [m for *_, m in sent], messaging.UNSIGNED,
+            None if groups is None else [groups[e[0]] for e in sent]), strict=True))
+
+    try:
+        return await enqueue(ok)
+    except errors.PayloadTooLarge:
+        pass
+    limit = (await ctx.service.get_queue(name)).max_payload_bytes
+    fits = [e for e in ok if len(bytes(e[2].payload)) <= limit]
+    bad += [failed(e[0], invalid(f"One or more parameters are invalid. Reason: Message "
+                                 f"must be shorter than {limit} bytes."))
+            for e in ok if e not in fits]
+    return await enqueue(fits) if fits else []
 
 
 async def delete_message_batch(ctx: Context, p: Params) -> Params:

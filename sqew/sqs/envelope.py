@@ -67,7 +67,8 @@ def to_message(
 
 def readable_json(raw: bytes, max_depth: int) -> bool:
     """Whether ``raw`` is a JSON document that REST's enqueue would take as a payload."""
-    if jsonlimits.depth(raw) > max_depth:
+    # (no more brackets than ``max_depth``, in strings or not: not that deep, nothing to scan)
+    if raw.count(b"[") + raw.count(b"{") > max_depth and jsonlimits.depth(raw) > max_depth:
         return False
     try:
         _decode(raw)

@@ -37,18 +37,44 @@ def _structure(shape: Any, value: Any, action: str, path: str) -> dict[str, Any]
     if not isinstance(value, dict):
         raise SqsError("InvalidParameterValue",
                      f"Value for parameter {path or 'the request body'} must be an object.")
+    required, members = _plan(shape)
     out: dict[str, Any] = {}
-    for name in shape.required_members:
+    for name in required:
         if value.get(name) is None:
             raise SqsError("MissingParameter",
                          f"The request must contain the parameter {path + name}.")
-    for name, member in shape.members.items():
+    for name, member, plain in members:
         got = value.get(name)
         if got is None:  # JSON null is how some SDKs leave a member out
+            continue
+        if type(got) is plain:  # a string without an enum, an integer, a boolean: as it is
+            out[name] = got
             continue
         check_enum = bool(path) or (action, name) not in OWN_ENUM_CHECK
         out[name] = _value(member, got, action, f"{path}{name}", check_enum)
     return out
+
+
+Plan = tuple[list[str], list[tuple[str, Any, type | None]]]
+_plans: dict[int, tuple[Any, Plan]] = {}
+
+
+def _plan(shape: Any) -> Plan:
+    """A structure shape's required members, and each member with the one Python type that
+    it takes as it is, unchecked further (None: any value goes through ``_value``); worked
+    out once per shape (the model's shapes live as long as the process)."""
+    got = _plans.get(id(shape))
+    if got is None:
+        members = [(name, member, _PLAIN.get(member.type_name)
+                    if not (member.type_name == "string" and member.enum) else None)
+                   for name, member in shape.members.items()]
+        got = _plans[id(shape)] = (shape, (list(shape.required_members), members))
+    return got[1]
+
+
+_PLAIN: dict[str, type] = {"string": str, "integer": int, "boolean": bool}
+"""The model's types whose values a JSON decoder gives as exactly this Python type (an
+integer's never a ``bool``: ``type(True) is bool``)."""
 
 
 def _value(shape: Any, value: Any, action: str, path: str, check_enum: bool = True) -> Any:

@@ -8,6 +8,7 @@ actions are in ``sqew.sqs.batches``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -58,9 +59,18 @@ def delay_ms(p: Params, default_s: int = 0) -> int:
     return seconds(p, "DelaySeconds", 0, MAX_DELAY_S, default_s) * 1000
 
 
+DEFAULTS_MAX_AGE_MS = 1000
+"""How old a server process's copy of a queue's ``DelaySeconds`` and
+``ReceiveMessageWaitTimeSeconds`` may be when a send or receive uses it: a change made through
+another process (another worker or replica) applies within this long, one made through this
+process at once (``QueueService.recent_sqs_data``). AWS lets such changes take up to a minute
+to reach every server; a second spares nearly every send and receive a read of its own."""
+
+
 async def queue_default(ctx: Context, queue: str, name: str) -> int:
-    """The queue-level ``DelaySeconds`` or ``ReceiveMessageWaitTimeSeconds`` of ``queue``."""
-    value: int = (await ctx.service.sqs_data(queue)).get(name, 0)
+    """The queue-level ``DelaySeconds`` or ``ReceiveMessageWaitTimeSeconds`` of ``queue``
+    (as of at most ``DEFAULTS_MAX_AGE_MS`` ago)."""
+    value: int = (await ctx.service.recent_sqs_data(queue, DEFAULTS_MAX_AGE_MS)).get(name, 0)
     return value
 
 
@@ -98,10 +108,11 @@ def fifo_message(p: Params, parts: envelope.Parts, is_fifo: bool, data: Params,
 
 async def send_data(ctx: Context, name: str, p: Params) -> tuple[bool, Params]:
     """Whether queue ``name`` is FIFO, and the SQS data a send to it needs (its delay
-    and, on a FIFO queue, its deduplication); read once only when needed."""
+    and, on a FIFO queue, its deduplication), as of at most ``DEFAULTS_MAX_AGE_MS`` ago;
+    read only when needed."""
     is_fifo = fifo.is_fifo(name)
     need = is_fifo or "DelaySeconds" not in p
-    return is_fifo, (await ctx.service.sqs_data(name)) if need else {}
+    return is_fifo, (await ctx.service.recent_sqs_data(name, DEFAULTS_MAX_AGE_MS)) if need else {}
 
 
 def sent_fifo(parts: envelope.Parts, message_id: int, is_fifo: bool) -> Params:
@@ -147,13 +158,18 @@ async def receive_message(ctx: Context, p: Params) -> Params:
 def _system_names(p: Params) -> set[str]:
     """The system attributes asked for, by either parameter (``AttributeNames`` is modelled as
     queue attribute names, but SQS reads message system attribute names there)."""
-    known = set(service.enum("MessageSystemAttributeName")) | set(
-        service.enum("QueueAttributeName"))
     names = set(p.get("AttributeNames", [])) | set(p.get("MessageSystemAttributeNames", []))
     for name in names:
-        if name not in known:
+        if name not in _known_names():
             raise SqsError("InvalidAttributeName", f"Unknown Attribute {name}.")
     return names
+
+
+@functools.cache
+def _known_names() -> frozenset[str]:
+    """Every name ``_system_names`` takes (the model's, read once)."""
+    return frozenset(service.enum("MessageSystemAttributeName")) | frozenset(
+        service.enum("QueueAttributeName"))
 
 
 def _received(ctx: Context, queue: str, m: models.LeasedMessage, wanted: set[str],

@@ -79,6 +79,8 @@ def check_text(text: str, what: str) -> None:
     Raises:
         SqsError: ``InvalidMessageContents``.
     """
+    if text.isprintable():  # (no control, surrogate or non-character: the usual text, fast)
+        return
     bad = _BAD_CHARACTER.search(text)
     if bad is not None:
         raise SqsError("InvalidMessageContents",

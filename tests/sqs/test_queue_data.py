@@ -128,3 +128,39 @@ def test_create_queue_keeps_and_compares_delay_and_wait(sqs: Any) -> None:
             sqs.create_queue(QueueName=name, Attributes={"DelaySeconds": "6"})
     finally:
         sqs.delete_queue(QueueUrl=url)
+
+
+def _ready_and_delayed(sqs: Any, queue: str) -> tuple[str, str]:
+    got = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["All"])["Attributes"]
+    return got["ApproximateNumberOfMessages"], got["ApproximateNumberOfMessagesDelayed"]
+
+
+def test_a_changed_queue_delay_applies_to_the_very_next_send(sqs: Any, queue: str) -> None:
+    # Sends before the change read the queue's (absent) delay; the next ones, right after the
+    # change, must not go by what those read.
+    sqs.send_message(QueueUrl=queue, MessageBody="before")
+    sqs.send_message_batch(QueueUrl=queue, Entries=[{"Id": "a", "MessageBody": "before too"}])
+    sqs.set_queue_attributes(QueueUrl=queue, Attributes={"DelaySeconds": "600"})
+    sqs.send_message(QueueUrl=queue, MessageBody="after")
+    sqs.send_message_batch(QueueUrl=queue, Entries=[{"Id": "b", "MessageBody": "after too"}])
+    assert _ready_and_delayed(sqs, queue) == ("2", "2")
+    sqs.set_queue_attributes(QueueUrl=queue, Attributes={"DelaySeconds": "0"})
+    sqs.send_message(QueueUrl=queue, MessageBody="undelayed")
+    assert _ready_and_delayed(sqs, queue) == ("3", "2")
+
+
+def test_a_queue_made_again_over_rest_has_no_old_delay(server: Any, sqs: Any) -> None:
+    import sqew
+
+    name = f"again{next(_names)}"
+    url = sqs.create_queue(QueueName=name, Attributes={"DelaySeconds": "600"})["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="delayed by the first queue")
+    rest = sqew.Client(server.url)
+    try:
+        rest.delete_queue(name)
+        rest.create_queue(name)
+        sqs.send_message(QueueUrl=url, MessageBody="not delayed")
+        assert _ready_and_delayed(sqs, url) == ("1", "0")
+    finally:
+        rest.delete_queue(name)
+        rest.close()
