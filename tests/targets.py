@@ -303,6 +303,9 @@ TARGETS: tuple[TargetSpec, ...] = (
     TargetSpec("async-local-postgres", postgres, async_local, marks=(pytest.mark.postgres,)),
     TargetSpec("async-http-postgres", postgres, async_http, marks=(pytest.mark.postgres,)),
 )
+SYNC_TARGETS = tuple(spec for spec in TARGETS if not spec.id.startswith("async-"))
+"""The targets whose client is a ``sqew.Client`` itself: what runs on top of a Client (the
+Worker, the relay) is tested on these (the async targets' facade is the tests' own)."""
 
 
 # --- the in-process server ---------------------------------------------------------------------
