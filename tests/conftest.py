@@ -2,8 +2,8 @@
 
 The contract suite (``tests/contract``) is written once against ``sqew.Client`` and runs over
 ``targets.TARGETS`` (``backend x client``: ``local-sqlite``, ``http-sqlite``,
-``local-postgres``, ``http-postgres``; see ``tests/targets.py`` for what a new entry
-provides; ``tests/pg_support.py`` for the PostgreSQL server the tests start). Every test gets
+``local-postgres``, ``http-postgres``, and the same four through ``sqew.AsyncClient``,
+``async-local-sqlite`` …; see ``tests/targets.py`` for what a new entry provides; ``tests/pg_support.py`` for the PostgreSQL server the tests start). Every test gets
 a fresh store; tests move time with ``clock.advance(ms)`` on the ManualClock the service
 reads.
 """
