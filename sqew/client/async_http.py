@@ -1,7 +1,8 @@
 """AsyncHttpClient: ``sqew.AsyncClient`` over a sqew server's REST API, on httpx.AsyncClient.
 
 What each method sends, how it is signed and how its answer (or error envelope) is read are
-``sqew.client.http_calls``, the same as ``HttpClient``'s: only the sending is asynchronous.
+``sqew.client.http_calls`` and ``http_wire``, the same as ``HttpClient``'s: only the
+sending is asynchronous.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from typing import Any, TypeVar
 import httpx
 
 from sqew import models
-from sqew.client import http_calls
+from sqew.client import http_wire
 from sqew.client.aio import AsyncClient
 from sqew.client.http import DEFAULT_TIMEOUT_S
-from sqew.client.http_calls import CALLS, Call
+from sqew.client.http_calls import CALLS, Calls
+from sqew.client.http_wire import Call
 
 T = TypeVar("T")
 
@@ -34,7 +36,7 @@ class AsyncHttpClient(AsyncClient):
         sqew.errors.ValidationError: as ``HttpClient``.
     """
 
-    max_json_depth = http_calls.Calls.max_json_depth
+    max_json_depth = Calls.max_json_depth
 
     def __init__(
         self,
@@ -48,12 +50,12 @@ class AsyncHttpClient(AsyncClient):
     ) -> None:
         self.base_url = str(target).rstrip("/")
         self.timeout = timeout
-        self._wire = http_calls.Wire(self.base_url, api_key=api_key, hmac_secret=hmac_secret,
+        self._wire = http_wire.Wire(self.base_url, api_key=api_key, hmac_secret=hmac_secret,
                                      timeout=timeout)
         self._owned = http is None
         self._http = http or httpx.AsyncClient(
             base_url=self.base_url, timeout=timeout,
-            verify=http_calls.verify(None if ca_cert is None else os.fspath(ca_cert)),
+            verify=http_wire.verify(None if ca_cert is None else os.fspath(ca_cert)),
         )
 
     async def _run(self, call: Call[T]) -> T:

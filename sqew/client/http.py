@@ -4,8 +4,8 @@ Same methods, models and errors as ``LocalClient``: JSON answers decode into ``s
 (payloads into Python values), error envelopes raise the SqewError class named by their code,
 and a server that cannot be reached raises ``Unavailable``. The ``httpx.Client`` is injectable,
 so tests can pass Litestar's ``TestClient`` (an ``httpx.Client``) to drive an app in-process.
-What each method sends and how its answer is read is ``sqew.client.http_calls``, shared with
-``sqew.AsyncClient``; this module only sends.
+What each method sends and how its answer is read is ``sqew.client.http_calls`` and
+``sqew.client.http_wire``, shared with ``sqew.AsyncClient``; this module only sends.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from typing import Any, TypeVar
 import httpx
 
 from sqew import models
-from sqew.client import http_calls
+from sqew.client import http_wire
 from sqew.client.base import Client
-from sqew.client.http_calls import CALLS, Call
+from sqew.client.http_calls import CALLS, Calls
+from sqew.client.http_wire import Call
 
 T = TypeVar("T")
 DEFAULT_TIMEOUT_S = 30.0
@@ -46,7 +47,7 @@ class HttpClient(Client):
             a line ending kept from a file, is dropped).
     """
 
-    max_json_depth = http_calls.Calls.max_json_depth
+    max_json_depth = Calls.max_json_depth
 
     def __init__(
         self,
@@ -60,12 +61,12 @@ class HttpClient(Client):
     ) -> None:
         self.base_url = str(target).rstrip("/")
         self.timeout = timeout
-        self._wire = http_calls.Wire(self.base_url, api_key=api_key, hmac_secret=hmac_secret,
+        self._wire = http_wire.Wire(self.base_url, api_key=api_key, hmac_secret=hmac_secret,
                                      timeout=timeout)
         self._owned = http is None
         self._http = http or httpx.Client(
             base_url=self.base_url, timeout=timeout,
-            verify=http_calls.verify(None if ca_cert is None else os.fspath(ca_cert)),
+            verify=http_wire.verify(None if ca_cert is None else os.fspath(ca_cert)),
         )
 
     # --- transport ------------------------------------------------------------------------------
