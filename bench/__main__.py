@@ -6,8 +6,10 @@ moto's SQS server), ``spark`` (the data source against the CLI's bulk paths) and
 (sqew on PostgreSQL against plain psycopg on the same server, 1 and 2 server replicas).
 Run only when named: ``pg-variants`` (what each of sqew's PostgreSQL statement variants buys:
 sqew against sqew with that variant off, ``bench/pg_variants.py``) and ``relay`` (``sqew.Relay``
-to a local receiver against a plain httpx POST loop, ``bench/relay.py``) and ``sqs`` (boto3
-against sqew's SQS endpoint, its REST API and moto's server, ``bench/sqs.py``).
+to a local receiver against a plain httpx POST loop, ``bench/relay.py``), ``sqs`` (boto3
+against sqew's SQS endpoint, its REST API and moto's server, ``bench/sqs.py``) and
+``async-client`` (``sqew.AsyncClient`` against ``sqew.Client`` on a file and over HTTP,
+``bench/async_client.py``).
 Options after the suite names go to each suite (``--quick``, ``--json FILE``: with several
 suites, one file per suite, ``FILE.<suite>.json``). Exit status 1 if a target is missed.
 """
@@ -19,7 +21,7 @@ import sys
 from pathlib import Path
 
 SUITES = ("embedded", "server", "spark", "postgres")
-NAMED_ONLY = ("pg-variants", "relay", "sqs")
+NAMED_ONLY = ("pg-variants", "relay", "sqs", "async-client")
 """Suites that run only when named (not part of "all")."""
 
 

@@ -1,6 +1,7 @@
 """sqew: a lightweight, reliable at-least-once message queue.
 
-``Client(target)`` talks to a SQLite file (the embedded default) or a sqew server.
+``Client(target)`` talks to a SQLite file (the embedded default) or a sqew server;
+``AsyncClient(target)`` is the same on asyncio.
 
 The names below are loaded on first use (PEP 562 ``__getattr__``): importing any ``sqew.*``
 module imports this package first, and the ``sqew`` command must be able to take over Ctrl-C
@@ -12,6 +13,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncClient",
     "Client",
     "EnqueueResult",
     "ItemResult",
@@ -31,6 +33,7 @@ __all__ = [
 
 # Where each name of __all__ is defined (``errors`` is the module itself).
 _HOMES = {
+    "AsyncClient": "sqew.client.aio",
     "Client": "sqew.client.base",
     "EnqueueResult": "sqew.models",
     "ItemResult": "sqew.models",
@@ -50,6 +53,7 @@ _HOMES = {
 TYPE_CHECKING = False  # what type checkers read (typing.TYPE_CHECKING, without importing typing)
 if TYPE_CHECKING:
     from sqew import errors
+    from sqew.client.aio import AsyncClient
     from sqew.client.base import Client
     from sqew.client.local import LocalClient
     from sqew.core.signing import verify_signature

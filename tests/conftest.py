@@ -2,10 +2,10 @@
 
 The contract suite (``tests/contract``) is written once against ``sqew.Client`` and runs over
 ``targets.TARGETS`` (``backend x client``: ``local-sqlite``, ``http-sqlite``,
-``local-postgres``, ``http-postgres``; see ``tests/targets.py`` for what a new entry
-provides; ``tests/pg_support.py`` for the PostgreSQL server the tests start). Every test gets
-a fresh store; tests move time with ``clock.advance(ms)`` on the ManualClock the service
-reads.
+``local-postgres``, ``http-postgres``, and the same four through ``sqew.AsyncClient``,
+``async-local-sqlite`` …; see ``tests/targets.py`` for what a new entry provides;
+``tests/pg_support.py`` for the PostgreSQL server the tests start). Every test gets a fresh
+store; tests move time with ``clock.advance(ms)`` on the ManualClock the service reads.
 """
 
 from __future__ import annotations
@@ -87,8 +87,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 @pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Collect the longest work first: the Spark group (one worker runs all of it), then the
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Leave out the tests a target does not run (``TargetSpec.files``); then collect the
+    longest work first: the Spark group (one worker runs all of it), then the
     tests marked ``slow`` and the state machines. ``pytest -n N --dist loadgroup`` hands out
     work in collection order, so the long poles start while the other workers run the many
     short tests, instead of one worker running them alone at the end."""
@@ -100,6 +101,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             return 1
         return 2
 
+    kept, left_out = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        spec = callspec.params.get("target_spec") if callspec is not None else None
+        runs = not isinstance(spec, TargetSpec) or spec.runs(item.path.name)
+        (kept if runs else left_out).append(item)
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = kept
     items.sort(key=rank)  # stable: the order within each rank is kept
 
 

@@ -1,10 +1,12 @@
 """The targets the contract suite and the state machine run over: ``backend x client``.
 
 A *target* is one way of reaching a store: a client kind (``local``: a LocalClient in this
-process; ``http``: an HttpClient to a real server on 127.0.0.1) on a backend (``sqlite``: a
-SQLite file; ``postgres``: a database on the PostgreSQL server the tests start, see
-``tests/pg_support.py``). ``TARGETS`` lists them; ``tests/conftest.py`` parametrizes the
-contract fixtures over it and ``tests/test_state_machine.py`` runs its machine once per entry.
+process; ``http``: an HttpClient to a real server on 127.0.0.1; ``async-local``,
+``async-http``: the same through ``sqew.AsyncClient``, ``tests/async_support.py``) on a
+backend (``sqlite``: a SQLite file; ``postgres``: a database on the PostgreSQL server the
+tests start, see ``tests/pg_support.py``). ``TARGETS`` lists them; ``tests/conftest.py``
+parametrizes the contract fixtures over it and ``tests/test_state_machine.py`` runs its
+machine once per entry.
 Nothing else names a target, so a new one is one entry in ``TARGETS``.
 
 What an entry provides (``TargetSpec``):
@@ -85,6 +87,9 @@ class Target:
     sqlite_path: Path | None = None
     service: QueueService | None = None
     rng: random.Random = field(default_factory=random.Random)
+    open_with_key: Callable[[str], sqew.Client] | None = None
+    """Opens another client of the target's kind presenting an API key (None: the target
+    needs no key, being a database)."""
     stops_slowly: bool = False
     """Closing takes tenths of a second, mostly waiting (a server's graceful stop, a
     PostgreSQL store's drop): a caller that need not see it done may ``close_soon``."""
@@ -239,9 +244,24 @@ def http(name: str, store: Store, clock: Clock, *, reap_interval_ms: int) -> Tar
     client = sqew.Client(server.url)
     target = Target(name, client, clock, connect, url=store.url,
                     sqlite_path=store.sqlite_path, service=server.app.state.runtime.service,
-                    rng=rng, stops_slowly=True)
+                    rng=rng, stops_slowly=True,
+                    open_with_key=lambda key: sqew.Client(server.url, api_key=key))
     target._cleanups.extend([server.stop, client.close])
     return target
+
+
+def async_local(name: str, store: Store, clock: Clock, *, reap_interval_ms: int) -> Target:
+    """A ``sqew.AsyncClient`` on the store, run on a loop of its own (``tests/async_support``)."""
+    import async_support
+
+    return async_support.local(name, store, clock, reap_interval_ms=reap_interval_ms)
+
+
+def async_http(name: str, store: Store, clock: Clock, *, reap_interval_ms: int) -> Target:
+    """A ``sqew.AsyncClient`` to a real server on the store (``tests/async_support``)."""
+    import async_support
+
+    return async_support.http(name, store, clock, reap_interval_ms=reap_interval_ms)
 
 
 # --- the list ----------------------------------------------------------------------------------
@@ -253,6 +273,13 @@ class TargetSpec:
     store: StoreFactory
     client: ClientKind
     marks: tuple[pytest.MarkDecorator, ...] = ()
+    files: tuple[str, ...] = ()
+    """The contract files the entry runs (empty: all of them), for an entry that adds little
+    beyond others (``tests/conftest.py`` leaves the rest out)."""
+
+    def runs(self, file: str) -> bool:
+        """Whether this entry runs the contract tests of ``file`` (a test module's name)."""
+        return not self.files or file in self.files
 
     @property
     def param(self) -> object:
@@ -278,7 +305,17 @@ TARGETS: tuple[TargetSpec, ...] = (
     TargetSpec("http-sqlite", sqlite, http),
     TargetSpec("local-postgres", postgres, local, marks=(pytest.mark.postgres,)),
     TargetSpec("http-postgres", postgres, http, marks=(pytest.mark.postgres,)),
+    TargetSpec("async-local-sqlite", sqlite, async_local),
+    TargetSpec("async-http-sqlite", sqlite, async_http),
+    TargetSpec("async-local-postgres", postgres, async_local, marks=(pytest.mark.postgres,)),
+    # Its client is async-http-sqlite's and its server http-postgres's: a few files check
+    # that they meet (waits, leases, batches).
+    TargetSpec("async-http-postgres", postgres, async_http, marks=(pytest.mark.postgres,),
+               files=("test_long_poll.py", "test_ack_nack.py", "test_enqueue_many.py")),
 )
+SYNC_TARGETS = tuple(spec for spec in TARGETS if not spec.id.startswith("async-"))
+"""The targets whose client is a ``sqew.Client`` itself: what runs on top of a Client (the
+Worker, the relay) is tested on these (the async targets' facade is the tests' own)."""
 
 
 # --- the in-process server ---------------------------------------------------------------------

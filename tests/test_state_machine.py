@@ -420,6 +420,10 @@ BUDGETS: dict[str, Budget] = {
     # Each example clones a database on the test server.
     "local-postgres": Budget(max_examples=20, steps=40),
     "http-postgres": Budget(max_examples=10, steps=40),
+    # The AsyncClient shares the sync clients' calls; its machine checks the loop's side.
+    "async-local-sqlite": Budget(max_examples=15, steps=40),
+    "async-http-sqlite": Budget(max_examples=10, steps=40),
+    "async-local-postgres": Budget(max_examples=5, steps=40),
 }
 """Per target id; a target not listed gets ``DEFAULT_BUDGET`` until its run is timed."""
 DEFAULT_BUDGET = Budget(max_examples=20, steps=40)

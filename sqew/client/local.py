@@ -1,4 +1,8 @@
-"""LocalClient: the Client API running QueueService in-process on a database file or URL."""
+"""LocalClient: the Client API running QueueService in-process on a database file or URL.
+
+What each call validates and returns is ``sqew.client.local_calls``, shared with
+``sqew.AsyncClient``; this client runs those coroutines without a loop (``run_sync``).
+"""
 
 from __future__ import annotations
 
@@ -6,32 +10,16 @@ import os
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any
 
-import msgspec
-
-from sqew import errors, models, payloads
+from sqew import models
 from sqew.backends import open_backend
-from sqew.client.arguments import convert, key_create, key_id, message_in, messages_in
 from sqew.client.base import Client
+from sqew.client.local_calls import ServiceCalls
 from sqew.client.streams import MessageStream, PollStream, check_arguments
 from sqew.core.clock import Clock
-from sqew.core.rules import check_range
 from sqew.core.service import QueueService
 from sqew.core.writer import run_blocking, run_sync
-
-_decode = msgspec.json.decode
-M = TypeVar("M", bound=models.Message)
-
-
-def _decoded(messages: list[M]) -> list[M]:
-    """The messages with their payloads decoded, each keeping its text as sent
-    (``sqew.payloads``: what ``--json``, exports and signatures show)."""
-    for m in messages:
-        if isinstance(m.payload, msgspec.Raw):
-            payloads.keep_text(m, bytes(m.payload).decode())
-            m.payload = _decode(m.payload)
-    return messages
 
 
 class LocalClient(Client):
@@ -82,6 +70,7 @@ class LocalClient(Client):
             backend, clock=clock, reap_interval_ms=reap_interval_ms, rng=rng,
             reap_when_due=not read_only,
         )
+        self._calls = ServiceCalls(self.service)
         self._waits: ThreadPoolExecutor | None = None
 
     def _waits_thread(self) -> ThreadPoolExecutor:
@@ -92,8 +81,7 @@ class LocalClient(Client):
 
     # --- queues ---------------------------------------------------------------------------------
     def create_queue(self, name: str, **settings: Any) -> models.Queue:
-        spec = convert({"name": name, **settings}, models.QueueCreate)
-        return run_sync(self.service.create_queue(spec))
+        return run_sync(self._calls.create_queue(name, settings))
 
     def list_queues(self) -> list[models.Queue]:
         return run_sync(self.service.list_queues())
@@ -102,7 +90,7 @@ class LocalClient(Client):
         return run_sync(self.service.get_queue(name))
 
     def update_queue(self, name: str, **settings: Any) -> models.Queue:
-        return run_sync(self.service.update_queue(name, convert(settings, models.QueueSettings)))
+        return run_sync(self._calls.update_queue(name, settings))
 
     def pause_queue(self, name: str) -> models.Queue:
         return run_sync(self.service.set_paused(name, True))
@@ -125,16 +113,14 @@ class LocalClient(Client):
         idempotency_key: str | None = None,
         attributes: Mapping[str, str] | None = None,
     ) -> models.EnqueueResult:
-        msg = message_in(
-            payload, priority=priority, delay_ms=delay_ms, ttl_ms=ttl_ms,
-            idempotency_key=idempotency_key, attributes=attributes,
-        )
-        return run_sync(self.service.enqueue(queue, [msg]))[0]
+        return run_sync(self._calls.enqueue(
+            queue, payload, priority=priority, delay_ms=delay_ms, ttl_ms=ttl_ms,
+            idempotency_key=idempotency_key, attributes=attributes))
 
     def enqueue_batch(
         self, queue: str, messages: Iterable[Mapping[str, Any]]
     ) -> list[models.EnqueueResult]:
-        return self._enqueue_checked(queue, messages_in(messages))
+        return run_sync(self._calls.enqueue_batch(queue, messages))
 
     def _enqueue_checked(
         self, queue: str, messages: list[models.MessageIn]
@@ -145,10 +131,10 @@ class LocalClient(Client):
         self, queue: str, *, batch: int = 1, wait_ms: int = 0, visibility_ms: int | None = None,
         order: str = "priority",
     ) -> list[models.LeasedMessage]:
-        call = self.service.poll(queue, batch=batch, wait_ms=wait_ms, visibility_ms=visibility_ms,
-                                 order=order)
+        call = self._calls.poll(queue, batch=batch, wait_ms=wait_ms, visibility_ms=visibility_ms,
+                                order=order)
         # Only a poll that may wait needs an event loop (its wait is awaited).
-        return _decoded(run_blocking(call, self._waits_thread) if wait_ms else run_sync(call))
+        return run_blocking(call, self._waits_thread) if wait_ms else run_sync(call)
 
     def stream(
         self, queue: str, *, max_in_flight: int = models.DEFAULT_STREAM_IN_FLIGHT,
@@ -163,60 +149,42 @@ class LocalClient(Client):
             clock=self.service.clock)
 
     def ack(self, queue: str, id: int, token: str) -> models.ItemResult:
-        # Validated as the single item it is, so an error names `id`, as the server's does.
-        item = convert({"id": id, "token": token}, models.AckIn)
-        result = run_sync(self.service.ack(queue, [(item.id, item.token)]))[0]
-        if result.status != "acked":
-            raise errors.for_item(result.status, result.id)
-        return result
+        return run_sync(self._calls.ack(queue, id, token))
 
     def ack_batch(self, queue: str, acks: Iterable[tuple[int, str]]) -> list[models.ItemResult]:
-        items = convert({"acks": [{"id": i, "token": t} for i, t in acks]}, models.AckBatchIn)
-        return run_sync(self.service.ack(queue, [(a.id, a.token) for a in items.acks]))
+        return run_sync(self._calls.ack_batch(queue, acks))
 
     def nack(
         self, queue: str, id: int, token: str, *, delay_ms: int | None = None,
         error: str | None = None, dead_letter: bool = False,
     ) -> models.ItemResult:
-        body = {"id": id, "token": token, "delay_ms": delay_ms, "error": error,
-                "dead_letter": dead_letter or None}
-        item = convert({k: v for k, v in body.items() if v is not None}, models.NackIn)
-        result = run_sync(self.service.nack(queue, [item]))[0]
-        if result.status in errors.ITEM_ERRORS:
-            raise errors.for_item(result.status, result.id)
-        return result
+        return run_sync(self._calls.nack(queue, id, token, delay_ms=delay_ms, error=error,
+                                         dead_letter=dead_letter))
 
     def nack_batch(
         self, queue: str, nacks: Iterable[Mapping[str, Any]]
     ) -> list[models.ItemResult]:
-        items = [{k: v for k, v in n.items() if v is not None} for n in nacks]
-        parsed = convert({"nacks": items}, models.NackBatchIn).nacks
-        return run_sync(self.service.nack(queue, parsed))
+        return run_sync(self._calls.nack_batch(queue, nacks))
 
     def extend_lease(self, queue: str, id: int, token: str, ms: int) -> models.LeaseExtended:
-        item = convert({"id": id, "token": token, "ms": ms}, models.ExtendLeaseIn)
-        return run_sync(self.service.extend_lease(queue, item.id, item.token, item.ms))
+        return run_sync(self._calls.extend_lease(queue, id, token, ms))
 
     def extend_leases(
         self, queue: str, extends: Iterable[tuple[int, str, int]]
     ) -> list[models.ItemResult]:
-        body = {"extends": [{"id": i, "token": t, "ms": ms} for i, t, ms in extends]}
-        items = convert(body, models.ExtendLeaseBatchIn).extends
-        return run_sync(self.service.extend_leases(queue, [(e.id, e.token, e.ms) for e in items]))
+        return run_sync(self._calls.extend_leases(queue, extends))
 
     def stats(self, queue: str) -> models.Stats:
         return run_sync(self.service.stats(queue))
 
     def peek(self, queue: str, *, limit: int = 10) -> list[models.Message]:
-        return _decoded(run_sync(self.service.peek(queue, limit)))
+        return run_sync(self._calls.peek(queue, limit=limit))
 
     def get_message(self, queue: str, id: int) -> models.Message:
-        check_range("id", id, 1, models.MAX_ID)
-        return _decoded([run_sync(self.service.get_message(queue, id))])[0]
+        return run_sync(self._calls.get_message(queue, id))
 
     def remove_message(self, queue: str, id: int) -> None:
-        check_range("id", id, 1, models.MAX_ID)
-        run_sync(self.service.remove_message(queue, id))
+        run_sync(self._calls.remove_message(queue, id))
 
     def purge(self, queue: str) -> int:
         return run_sync(self.service.purge(queue))
@@ -224,24 +192,19 @@ class LocalClient(Client):
     def dlq_list(
         self, queue: str, *, limit: int = 100, after_id: int | None = None
     ) -> list[models.Message]:
-        if after_id is not None:  # the service checks only the lower bound
-            check_range("after_id", after_id, 0, models.MAX_ID)
-        return _decoded(run_sync(self.service.dlq_list(queue, limit, after_id)))
+        return run_sync(self._calls.dlq_list(queue, limit=limit, after_id=after_id))
 
     def scan(
         self, queue: str, *, source: str = "queue", after_id: int | None = None,
         max_id: int | None = None, limit: int = 100,
     ) -> models.ScanPage:
-        page = run_sync(self.service.scan(queue, source=source, after_id=after_id,
-                                          max_id=max_id, limit=limit))
-        _decoded(page.messages)
-        return page
+        return run_sync(self._calls.scan(queue, source=source, after_id=after_id,
+                                         max_id=max_id, limit=limit))
 
     def dlq_requeue(
         self, queue: str, ids: Iterable[int] | None = None
     ) -> models.Requeued:
-        body = convert({"ids": None if ids is None else list(ids)}, models.RequeueIn)
-        return run_sync(self.service.dlq_requeue(queue, body.ids))
+        return run_sync(self._calls.dlq_requeue(queue, ids))
 
     def dlq_purge(self, queue: str) -> int:
         return run_sync(self.service.dlq_purge(queue))
@@ -254,17 +217,16 @@ class LocalClient(Client):
         self, scopes: Iterable[str], *, name: str | None = None, queue: str | None = None,
         sqs: bool = False,
     ) -> models.KeyCreated:
-        return run_sync(self.service.create_key(key_create(scopes, name, queue, sqs)))
+        return run_sync(self._calls.create_key(scopes, name=name, queue=queue, sqs=sqs))
 
     def list_keys(self) -> list[models.ApiKey]:
         return run_sync(self.service.list_keys())
 
     def revoke_key(self, id: str) -> None:
-        run_sync(self.service.revoke_key(key_id(id)))
+        run_sync(self._calls.revoke_key(id))
 
     def health(self) -> models.Health:
-        run_sync(self.service.ping())
-        return models.Health("ok")
+        return run_sync(self._calls.health())
 
     def open_access(self) -> None:
         """Stop enforcing API keys on this database, which must have none left (the owner of
@@ -273,9 +235,7 @@ class LocalClient(Client):
         run_sync(self.service.open_access())
 
     def metrics(self) -> str:
-        from sqew import queue_metrics  # prometheus-client only for the command that needs it
-
-        return queue_metrics.render_local(run_sync(self.service.all_stats())).decode()
+        return run_sync(self._calls.metrics())
 
     def close(self) -> None:
         if self._waits is not None:

@@ -1,10 +1,11 @@
 """``Client.stream``: leased messages as they come, at most ``max_in_flight`` unacknowledged
 (docs/consumers.md#the-stream).
 
-``MessageStream`` is the iterator every client returns. Over HTTP (``SseStream``) it reads the
-server's ``GET /queues/{q}/stream`` (server-sent events); on a database (``PollStream``) it is
-built on long polls, each asking for no more than the free slots. Either way it ends only when
-closed (``close()``, the ``with`` block, or the iterator's ``break`` followed by ``close``),
+``MessageStream`` is the iterator every client returns (``AsyncMessageStream`` every
+``AsyncClient``). Over HTTP (``SseStream``, ``AsyncSseStream``) it reads the server's
+``GET /queues/{q}/stream`` (server-sent events); on a database (``PollStream``,
+``AsyncPollStream``) it is built on long polls, each asking for no more than the free
+slots. Either way it ends only when closed (``close()``/``aclose()``, the ``with`` block),
 and closing gives back the leases it still holds: the messages are ready again at once, their
 attempts not counted. Acks and nacks go through the client's usual calls.
 """
@@ -12,9 +13,10 @@ attempts not counted. Acks and nacks go through the client's usual calls.
 from __future__ import annotations
 
 import abc
+import asyncio
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -69,6 +71,52 @@ class MessageStream(abc.ABC, Iterator[models.LeasedMessage]):
         """End the stream; the leases it still holds are given back at once."""
 
 
+class _Events:
+    """The server's events, fed its lines one by one."""
+
+    def __init__(self) -> None:
+        self.kind, self.data = "message", list[str]()
+
+    def feed(self, line: str) -> tuple[str, str] | None:
+        """The ``(kind, data)`` of an event that ``line`` ends, else None."""
+        if line == "":  # an event ends
+            event = (self.kind, "\n".join(self.data)) if self.data else None
+            self.kind, self.data = "message", []
+            return event
+        if not line.startswith(":"):  # (a comment: the stream's open or keep-alive lines)
+            field, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if field == "data":
+                self.data.append(value)
+            elif field == "event":
+                self.kind = value
+        return None
+
+
+def _message(kind: str, data: str) -> models.LeasedMessage:
+    """The leased message an event carries; an ``error`` event raises its error."""
+    raw = data.encode()
+    if kind == "error":
+        try:
+            body = _ENVELOPE.decode(raw)["error"]
+            error = errors.by_code(body["code"])(body["message"])
+        except (msgspec.MsgspecError, KeyError) as exc:
+            raise errors.InternalError(f"unexpected stream event: {data[:200]}") from exc
+        raise error
+    try:
+        message = _DECODE_LEASED.decode(raw)
+        payloads.keep_text(message, bytes(_DECODE_RAW.decode(raw).payload).decode())
+    except msgspec.MsgspecError as exc:
+        raise errors.InternalError(f"unexpected stream event: {exc}") from exc
+    return message
+
+
+def _broke(queue: str, exc: Exception | None) -> errors.Unavailable:
+    if exc is None:
+        return errors.Unavailable(f"the server ended the stream of {queue!r}")
+    return errors.Unavailable(f"the stream of {queue!r} broke: {exc}")
+
+
 class SseStream(MessageStream):
     """A server's stream, read from an open ``text/event-stream`` response."""
 
@@ -76,48 +124,25 @@ class SseStream(MessageStream):
         super().__init__(queue, max_in_flight)
         self._response = response
         self._lines = response.iter_lines()
+        self._events = _Events()
 
     def __next__(self) -> models.LeasedMessage:
         if self.closed:
             raise StopIteration
-        kind, data = "message", list[str]()
         try:
             for line in self._lines:
-                if line == "":  # an event ends
-                    if data:
-                        return self._event(kind, "\n".join(data))
-                    kind, data = "message", []
-                elif line.startswith(":"):  # a comment: the stream's open or keep-alive lines
-                    continue
-                else:
-                    field, _, value = line.partition(":")
-                    value = value[1:] if value.startswith(" ") else value
-                    if field == "data":
-                        data.append(value)
-                    elif field == "event":
-                        kind = value
+                event = self._events.feed(line)
+                if event is not None:
+                    return _message(*event)
+            broke = _broke(self.queue, None)
+        except errors.SqewError:
+            self.close()
+            raise
         except Exception as exc:  # the connection broke, or timed out
             self.close()
-            raise errors.Unavailable(f"the stream of {self.queue!r} broke: {exc}") from exc
+            raise _broke(self.queue, exc) from exc
         self.close()
-        raise errors.Unavailable(f"the server ended the stream of {self.queue!r}")
-
-    def _event(self, kind: str, data: str) -> models.LeasedMessage:
-        raw = data.encode()
-        if kind == "error":
-            self.close()
-            try:
-                body = _ENVELOPE.decode(raw)["error"]
-                raise errors.by_code(body["code"])(body["message"])
-            except (msgspec.MsgspecError, KeyError) as exc:
-                raise errors.InternalError(f"unexpected stream event: {data[:200]}") from exc
-        try:
-            message = _DECODE_LEASED.decode(raw)
-            payloads.keep_text(message, bytes(_DECODE_RAW.decode(raw).payload).decode())
-        except msgspec.MsgspecError as exc:
-            self.close()
-            raise errors.InternalError(f"unexpected stream event: {exc}") from exc
-        return message
+        raise broke
 
     def close(self) -> None:
         """Close the connection: the server gives back the leases of this stream."""
@@ -186,3 +211,115 @@ class PollStream(MessageStream):
         self.held = {}
         if leases:
             self._give_back(leases)
+
+
+class AsyncMessageStream(abc.ABC, AsyncIterator[models.LeasedMessage]):
+    """``MessageStream`` on asyncio: an async iterator of leased messages, and an async
+    context manager that closes it (``aclose``), giving back the leases it holds."""
+
+    def __init__(self, queue: str, max_in_flight: int) -> None:
+        self.queue = queue
+        self.max_in_flight = max_in_flight
+        self.closed = False
+
+    def __aiter__(self) -> AsyncMessageStream:
+        return self
+
+    async def __aenter__(self) -> AsyncMessageStream:
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.aclose()
+
+    @abc.abstractmethod
+    async def __anext__(self) -> models.LeasedMessage:
+        """The next leased message, waiting for one as long as it takes."""
+
+    @abc.abstractmethod
+    async def aclose(self) -> None:
+        """End the stream; the leases it still holds are given back at once."""
+
+
+class AsyncSseStream(AsyncMessageStream):
+    """``SseStream`` on asyncio."""
+
+    def __init__(self, queue: str, max_in_flight: int, response: httpx.Response) -> None:
+        super().__init__(queue, max_in_flight)
+        self._response = response
+        self._lines = response.aiter_lines()
+        self._events = _Events()
+
+    async def __anext__(self) -> models.LeasedMessage:
+        if self.closed:
+            raise StopAsyncIteration
+        try:
+            async for line in self._lines:
+                event = self._events.feed(line)
+                if event is not None:
+                    return _message(*event)
+            broke = _broke(self.queue, None)
+        except errors.SqewError:
+            await self.aclose()
+            raise
+        except Exception as exc:  # the connection broke, or timed out
+            await self.aclose()
+            raise _broke(self.queue, exc) from exc
+        await self.aclose()
+        raise broke
+
+    async def aclose(self) -> None:
+        """Close the connection: the server gives back the leases of this stream."""
+        if not self.closed:
+            self.closed = True
+            await self._response.aclose()
+
+
+class AsyncPollStream(AsyncMessageStream):
+    """``PollStream`` on asyncio: ``poll``, ``held`` and ``give_back`` are coroutines."""
+
+    def __init__(
+        self, queue: str, max_in_flight: int, visibility_ms: int | None, *,
+        poll: Callable[..., Awaitable[list[models.LeasedMessage]]],
+        held: Callable[[Sequence[tuple[int, str]]], Awaitable[dict[int, int]]],
+        give_back: Callable[[Sequence[tuple[int, str]]], Awaitable[None]],
+        clock: Callable[[], int], wait_ms: int = 5000,
+    ) -> None:
+        super().__init__(queue, max_in_flight)
+        self.visibility_ms = visibility_ms
+        self._poll, self._held, self._give_back = poll, held, give_back
+        self._clock = clock
+        self._wait_ms = wait_ms
+        self.held: dict[int, tuple[str, int]] = {}
+        """The leases it holds (as far as it knows): id -> (token, lease end)."""
+        self._ready: deque[models.LeasedMessage] = deque()
+
+    async def __anext__(self) -> models.LeasedMessage:
+        while not self._ready:
+            if self.closed:
+                raise StopAsyncIteration
+            if len(self.held) >= self.max_in_flight:
+                still = await self._held([(i, t) for i, (t, _) in self.held.items()])
+                self.held = {i: (self.held[i][0], end) for i, end in still.items()}
+            free = self.max_in_flight - len(self.held)
+            if free > 0:
+                got = await self._poll(self.queue, batch=min(free, models.MAX_POLL_BATCH),
+                                       wait_ms=self._wait_ms, visibility_ms=self.visibility_ms)
+                for m in got:
+                    self.held[m.id] = (m.token, m.lease_expires_at)
+                self._ready.extend(got)
+            else:  # at the bound: until a lease may be settled or ends
+                ends = min(end for _, end in self.held.values())
+                await asyncio.sleep(min(HELD_RECHECK_S, max(0.0, (ends - self._clock()) / 1000)))
+        return self._ready.popleft()
+
+    async def aclose(self) -> None:
+        """Give back the leases still held (those not yet iterated too)."""
+        if self.closed:
+            return
+        self.closed = True
+        self._ready.clear()
+        leases = [(i, token) for i, (token, _) in self.held.items()]
+        self.held = {}
+        if leases:
+            await self._give_back(leases)

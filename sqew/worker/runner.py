@@ -1,12 +1,13 @@
-"""``sqew.Worker``: poll, run a handler on a thread pool, ack; for any Client
-(docs/consumers.md).
+"""``sqew.Worker``: poll, run a handler on a thread pool (or an ``async def`` handler on an
+event loop), ack; for any Client (docs/consumers.md).
 
 Three kinds of thread serve one worker besides the one that calls ``run`` (which polls):
-``concurrency`` handler threads, the settler (batched acks and nacks, ``settle.py``) and the
-keeper (batched heartbeats, ``held.py``). The poll asks for no more messages than there are
-free slots, and a slot frees only once its message's ack or nack is answered, so the worker
-never holds a lease it cannot run at once: there is nothing leased and not started to give
-back when it stops.
+``concurrency`` handler threads (for an ``async def`` handler, one thread running an event
+loop instead, ``aio.py``, with up to ``concurrency`` handlers at once as tasks), the settler
+(batched acks and nacks, ``settle.py``) and the keeper (batched heartbeats, ``held.py``).
+The poll asks for no more messages than there are free slots, and a slot frees only once its
+message's ack or nack is answered, so the worker never holds a lease it cannot run at once:
+there is nothing leased and not started to give back when it stops.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from sqew import errors, models
 from sqew.client.base import Client
-from sqew.worker import signals
+from sqew.worker import aio, signals
 from sqew.worker.held import Holdings, Keeper
 from sqew.worker.settle import Outcome, Settler
 
@@ -74,9 +75,12 @@ class Worker:
     Args:
         client: any ``sqew.Client`` (a database file, PostgreSQL, a server).
         queue: the queue to consume.
-        handler: a plain function of one ``LeasedMessage``; ``async def`` handlers are not
-            supported yet (``TypeError``).
-        concurrency: handler threads, 1 to 1000: the most messages held at once.
+        handler: a function of one ``LeasedMessage``; an ``async def`` one (or an object
+            whose ``__call__`` is) runs on an event loop of the worker's own thread, up to
+            ``concurrency`` at once, each message's lease kept, acked and nacked as a plain
+            handler's: the handler may ``await`` anything (an ``AsyncClient``, an HTTP call).
+        concurrency: handler threads (or concurrent ``async`` handlers), 1 to 1000: the most
+            messages held at once.
         wait_ms: how long one poll waits for a message (0 to 20000); ``stop()`` takes
             effect between polls, so this bounds how long it takes to notice.
         visibility_ms: the lease each poll asks for (default: the queue's ``visibility_ms``,
@@ -105,6 +109,7 @@ class Worker:
         handle_signals: bool = True, registry: CollectorRegistry | None = None,
     ) -> None:
         self.check_handler(handler)
+        self._async = aio.is_async(handler)
         _check_range("concurrency", concurrency, 1, 1000)
         _check_range("wait_ms", wait_ms, 0, models.MAX_WAIT_MS)
         if visibility_ms is not None:
@@ -127,17 +132,13 @@ class Worker:
         self._given_up = threading.Event()  # a second signal: stop waiting for handlers
         self._ran = False
         self._work: queues.SimpleQueue[models.LeasedMessage | None] = queues.SimpleQueue()
+        self._loop: aio.HandlerLoop | None = None
 
     @staticmethod
     def check_handler(handler: object) -> None:
-        """Raise ``TypeError`` unless ``handler`` is a plain callable (``async def`` handlers
-        need ``sqew.AsyncClient``, which does not exist yet)."""
+        """Raise ``TypeError`` unless ``handler`` is callable (plain or ``async def``)."""
         if not callable(handler):
             raise TypeError(f"the handler must be callable, not {type(handler).__name__}")
-        call = type(handler).__call__  # (an object whose __call__ is async)
-        if inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call):
-            raise TypeError("async handlers are not supported yet (they need "
-                            "sqew.AsyncClient): pass a plain function")
 
     @property
     def in_flight(self) -> int:
@@ -176,14 +177,16 @@ class Worker:
         keeper = Keeper(self.client, self.queue, self._holdings, lease_ms,
                         lambda n: self._add("lease_extensions", n))
         settler = Settler(self.client, self.queue, self._holdings, self._add)
-        threads = [threading.Thread(target=self._serve, args=(settler,), daemon=True,
-                                    name=f"sqew-worker-{self.queue}-{n}")
-                   for n in range(self.concurrency)]
+        self._loop = aio.HandlerLoop(self.queue) if self._async else None
+        threads = [] if self._async else [
+            threading.Thread(target=self._serve, args=(settler,), daemon=True,
+                             name=f"sqew-worker-{self.queue}-{n}")
+            for n in range(self.concurrency)]
         with signals.stopping_on_signals(self.stop, self.handle_signals):
             for t in (keeper, settler, *threads):
                 t.start()
             try:
-                self._poll_loop(lease_ms)
+                self._poll_loop(lease_ms, settler)
             finally:
                 self._stopping.set()
                 self._drain(keeper, settler)
@@ -194,7 +197,7 @@ class Worker:
             return self.visibility_ms
         return max(self.client.get_queue(self.queue).visibility_ms, MIN_LEASE_MS)
 
-    def _poll_loop(self, lease_ms: int) -> None:
+    def _poll_loop(self, lease_ms: int, settler: Settler) -> None:
         pause = 0.0
         while not self._stopping.is_set():
             free = self._holdings.wait_for_room(self._stopping)
@@ -216,7 +219,10 @@ class Worker:
             # drain waits for it (there is no way to hand a lease back without its attempt).
             self._holdings.add(messages, lease_ms / 3000)
             for m in messages:
-                self._work.put(m)
+                if self._loop is not None:
+                    self._loop.start(self._handle_async(m), settler.put)
+                else:
+                    self._work.put(m)
 
     # --- the handler threads -------------------------------------------------------------------
     def _serve(self, settler: Settler) -> None:
@@ -230,26 +236,38 @@ class Worker:
                 close = getattr(result, "close", None)
                 if close is not None:
                     close()  # never awaited: say so once, not as a warning at exit
-                raise TypeError("the handler returned an awaitable: async handlers are not "
-                                "supported yet")
-        except Reject as exc:
+                raise TypeError("the handler returned an awaitable from a plain function: "
+                                "make it an async def (or its __call__) to have it awaited")
+        except BaseException as exc:  # (SystemExit too: the slot and the lease must end)
+            return self._failed(m, exc)
+        self._add("processed", 1)
+        return Outcome(m, ack=True)
+
+    async def _handle_async(self, m: models.LeasedMessage) -> Outcome:
+        try:
+            await self.handler(m)  # type: ignore[misc]
+        except BaseException as exc:  # (cancelled too: the slot and the lease must end)
+            return self._failed(m, exc)
+        self._add("processed", 1)
+        return Outcome(m, ack=True)
+
+    def _failed(self, m: models.LeasedMessage, exc: BaseException) -> Outcome:
+        """The outcome of a handler that raised ``exc`` (counted and logged)."""
+        if isinstance(exc, Reject):
             error = str(exc) or "rejected"
             self._add("rejected", 1)
             log.warning("message %d rejected (to the DLQ): %s", m.id, error)
             return Outcome(m, ack=False, error=error, dead_letter=True)
-        except Retry as exc:
+        if isinstance(exc, Retry):
             error = str(exc) or "retry"
             self._add("failed", 1)
             log.warning("message %d failed (attempt %d): %s", m.id, m.attempts, error)
             return Outcome(m, ack=False, error=error, delay_ms=exc.delay_ms)
-        except BaseException as exc:  # (SystemExit too: the slot and the lease must end)
-            error = f"{type(exc).__name__}: {exc}"
-            self._add("failed", 1)
-            log.warning("message %d failed (attempt %d): %s", m.id, m.attempts, error)
-            log.debug("message %d failed", m.id, exc_info=True)
-            return Outcome(m, ack=False, error=error)
-        self._add("processed", 1)
-        return Outcome(m, ack=True)
+        error = f"{type(exc).__name__}: {exc}"
+        self._add("failed", 1)
+        log.warning("message %d failed (attempt %d): %s", m.id, m.attempts, error)
+        log.debug("message %d failed", m.id, exc_info=exc)
+        return Outcome(m, ack=False, error=error)
 
     def _add(self, name: str, n: int) -> None:
         with self._counts:
@@ -268,6 +286,8 @@ class Worker:
         settler.close()
         if drained:
             settler.join()
+        if self._loop is not None:  # undrained handlers go on running on it, as threads do
+            self._loop.close(wait=drained)
         keeper.done.set()
         left = self.in_flight
         if left:

@@ -119,13 +119,13 @@ def test_sigkill_leaves_leases_that_expire_and_come_back(sqew: Sqew) -> None:
 
 
 def test_a_handler_it_cannot_use_is_one_line_and_a_failure(local_sqew: Sqew) -> None:
-    (local_sqew.cwd / "tasks.py").write_text(HANDLER + "\nasync def later(m):\n    pass\n")
+    (local_sqew.cwd / "tasks.py").write_text(HANDLER + "\nLIMIT = 3\n")
     with local_sqew.arrange("q"):
         pass
     cases = [("tasks", "expected MODULE:FUNCTION"),
              ("no_such_module:handle", "cannot import 'no_such_module'"),
              ("tasks:missing", "has no 'missing'"),
-             ("tasks:later", "async handlers are not supported yet")]
+             ("tasks:LIMIT", "the handler must be callable, not int")]
     results = local_sqew.many([("worker", "--queue", "q", "--handler", spec)
                                for spec, _ in cases]
                               + [("worker", "--queue", "nope", "--handler", "tasks:handle")])

@@ -190,22 +190,6 @@ def test_a_handler_past_the_drain_timeout_is_left_to_its_lease(tmp_path: Any) ->
         client.close()
 
 
-def test_async_handlers_are_refused_for_now(tmp_path: Any) -> None:
-    async def handle(m: models.LeasedMessage) -> None:
-        pass
-
-    class Callable_:
-        async def __call__(self, m: models.LeasedMessage) -> None:
-            pass
-
-    with sqew.Client(tmp_path / "w.db") as client:
-        for handler in (handle, Callable_()):
-            with pytest.raises(TypeError, match="async handlers"):
-                sqew.Worker(client, "jobs", handler)
-        with pytest.raises(ValueError, match="concurrency"):
-            sqew.Worker(client, "jobs", print, concurrency=0)
-
-
 def test_a_missing_queue_fails_the_run(tmp_path: Any) -> None:
     with sqew.Client(tmp_path / "w.db") as client, pytest.raises(sqew.errors.QueueNotFound):
         sqew.Worker(client, "nope", print).run()
