@@ -151,6 +151,51 @@ class SseStream(MessageStream):
             self._response.close()
 
 
+class _Slots:
+    """What a stream on long polls holds: its leases (as far as it knows: an ack from another
+    thread or process tells it nothing until it asks) and the messages leased but not yet
+    iterated. At its bound it asks which leases are still held; below it, a stale count only
+    asks for fewer messages."""
+
+    def __init__(self, max_in_flight: int, clock: Callable[[], int]) -> None:
+        self.max_in_flight = max_in_flight
+        self._clock = clock
+        self.held: dict[int, tuple[str, int]] = {}
+        """id -> (token, lease end)."""
+        self.ready: deque[models.LeasedMessage] = deque()
+
+    def full(self) -> bool:
+        return len(self.held) >= self.max_in_flight
+
+    def leases(self) -> list[tuple[int, str]]:
+        return [(i, token) for i, (token, _) in self.held.items()]
+
+    def still_held(self, ends: dict[int, int]) -> None:
+        """Keep the leases ``ends`` names (id -> lease end), the others were settled."""
+        self.held = {i: (self.held[i][0], end) for i, end in ends.items()}
+
+    def free(self) -> int:
+        """How many messages the next poll may ask for."""
+        return min(self.max_in_flight - len(self.held), models.MAX_POLL_BATCH)
+
+    def leased(self, messages: list[models.LeasedMessage]) -> None:
+        for m in messages:
+            self.held[m.id] = (m.token, m.lease_expires_at)
+        self.ready.extend(messages)
+
+    def pause_s(self) -> float:
+        """At the bound: how long to wait before asking again (a lease may be settled, or
+        end)."""
+        ends = min(end for _, end in self.held.values())
+        return min(HELD_RECHECK_S, max(0.0, (ends - self._clock()) / 1000))
+
+    def give_up(self) -> list[tuple[int, str]]:
+        """Forget everything; the leases to give back."""
+        leases = self.leases()
+        self.held, self.ready = {}, deque()
+        return leases
+
+
 class PollStream(MessageStream):
     """A stream on long polls (a database client): each poll asks for the free slots only.
 
@@ -173,44 +218,30 @@ class PollStream(MessageStream):
         super().__init__(queue, max_in_flight)
         self.visibility_ms = visibility_ms
         self._poll, self._held, self._give_back = poll, held, give_back
-        self._clock = clock
         self._wait_ms = wait_ms
-        self.held: dict[int, tuple[str, int]] = {}
-        """The leases it holds (as far as it knows): id -> (token, lease end)."""
-        self._ready: deque[models.LeasedMessage] = deque()
+        self._slots = _Slots(max_in_flight, clock)
 
     def __next__(self) -> models.LeasedMessage:
-        while not self._ready:
+        slots = self._slots
+        while not slots.ready:
             if self.closed:
                 raise StopIteration
-            if len(self.held) >= self.max_in_flight:  # (below it, a stale count only
-                self._recheck()                           # asks for fewer)
-            free = self.max_in_flight - len(self.held)
-            if free > 0:
-                got = self._poll(self.queue, batch=min(free, models.MAX_POLL_BATCH),
-                                 wait_ms=self._wait_ms, visibility_ms=self.visibility_ms)
-                for m in got:
-                    self.held[m.id] = (m.token, m.lease_expires_at)
-                self._ready.extend(got)
-            else:  # at the bound: until a lease may be settled or ends
-                ends = min(end for _, end in self.held.values())
-                time.sleep(min(HELD_RECHECK_S, max(0.0, (ends - self._clock()) / 1000)))
-        return self._ready.popleft()
-
-    def _recheck(self) -> None:
-        still = self._held([(i, token) for i, (token, _) in self.held.items()])
-        self.held = {i: (self.held[i][0], end) for i, end in still.items()}
+            if slots.full():
+                slots.still_held(self._held(slots.leases()))
+            if slots.free() > 0:
+                slots.leased(self._poll(self.queue, batch=slots.free(), wait_ms=self._wait_ms,
+                                        visibility_ms=self.visibility_ms))
+            else:
+                time.sleep(slots.pause_s())
+        return slots.ready.popleft()
 
     def close(self) -> None:
         """Give back the leases still held (those not yet iterated too)."""
-        if self.closed:
-            return
-        self.closed = True
-        self._ready.clear()
-        leases = [(i, token) for i, (token, _) in self.held.items()]
-        self.held = {}
-        if leases:
-            self._give_back(leases)
+        if not self.closed:
+            self.closed = True
+            leases = self._slots.give_up()
+            if leases:
+                self._give_back(leases)
 
 
 class AsyncMessageStream(abc.ABC, AsyncIterator[models.LeasedMessage]):
@@ -288,38 +319,28 @@ class AsyncPollStream(AsyncMessageStream):
         super().__init__(queue, max_in_flight)
         self.visibility_ms = visibility_ms
         self._poll, self._held, self._give_back = poll, held, give_back
-        self._clock = clock
         self._wait_ms = wait_ms
-        self.held: dict[int, tuple[str, int]] = {}
-        """The leases it holds (as far as it knows): id -> (token, lease end)."""
-        self._ready: deque[models.LeasedMessage] = deque()
+        self._slots = _Slots(max_in_flight, clock)
 
     async def __anext__(self) -> models.LeasedMessage:
-        while not self._ready:
+        slots = self._slots
+        while not slots.ready:
             if self.closed:
                 raise StopAsyncIteration
-            if len(self.held) >= self.max_in_flight:
-                still = await self._held([(i, t) for i, (t, _) in self.held.items()])
-                self.held = {i: (self.held[i][0], end) for i, end in still.items()}
-            free = self.max_in_flight - len(self.held)
-            if free > 0:
-                got = await self._poll(self.queue, batch=min(free, models.MAX_POLL_BATCH),
-                                       wait_ms=self._wait_ms, visibility_ms=self.visibility_ms)
-                for m in got:
-                    self.held[m.id] = (m.token, m.lease_expires_at)
-                self._ready.extend(got)
-            else:  # at the bound: until a lease may be settled or ends
-                ends = min(end for _, end in self.held.values())
-                await asyncio.sleep(min(HELD_RECHECK_S, max(0.0, (ends - self._clock()) / 1000)))
-        return self._ready.popleft()
+            if slots.full():
+                slots.still_held(await self._held(slots.leases()))
+            if slots.free() > 0:
+                slots.leased(await self._poll(self.queue, batch=slots.free(),
+                                              wait_ms=self._wait_ms,
+                                              visibility_ms=self.visibility_ms))
+            else:
+                await asyncio.sleep(slots.pause_s())
+        return slots.ready.popleft()
 
     async def aclose(self) -> None:
         """Give back the leases still held (those not yet iterated too)."""
-        if self.closed:
-            return
-        self.closed = True
-        self._ready.clear()
-        leases = [(i, token) for i, (token, _) in self.held.items()]
-        self.held = {}
-        if leases:
-            await self._give_back(leases)
+        if not self.closed:
+            self.closed = True
+            leases = self._slots.give_up()
+            if leases:
+                await self._give_back(leases)
