@@ -9,7 +9,8 @@ sqew against sqew with that variant off, ``bench/pg_variants.py``) and ``relay``
 to a local receiver against a plain httpx POST loop, ``bench/relay.py``), ``sqs`` (boto3
 against sqew's SQS endpoint, its REST API and moto's server, ``bench/sqs.py``) and
 ``async-client`` (``sqew.AsyncClient`` against ``sqew.Client`` on a file and over HTTP,
-``bench/async_client.py``).
+``bench/async_client.py``) and ``worker`` (``sqew.Worker`` against a poll+ack loop,
+``bench/worker.py``).
 Options after the suite names go to each suite (``--quick``, ``--json FILE``: with several
 suites, one file per suite, ``FILE.<suite>.json``). Exit status 1 if a target is missed.
 """
@@ -21,7 +22,7 @@ import sys
 from pathlib import Path
 
 SUITES = ("embedded", "server", "spark", "postgres")
-NAMED_ONLY = ("pg-variants", "relay", "sqs", "async-client")
+NAMED_ONLY = ("pg-variants", "relay", "sqs", "async-client", "worker")
 """Suites that run only when named (not part of "all")."""
 
 
