@@ -21,17 +21,15 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import anyio
 import msgspec
 from litestar.response import ServerSentEventMessage
 
 from sqew import errors, models
+from sqew.core.service import QueueService
 from sqew.server.metrics import Metrics
-
-if TYPE_CHECKING:
-    from sqew.server.runtime import Runtime
 
 log = logging.getLogger("sqew.server")
 
@@ -80,6 +78,17 @@ class Streams:
             self._events.inc(n)
 
 
+class Host(Protocol):
+    """What a stream uses of the server's runtime (``sqew.server.runtime.Runtime``)."""
+
+    waiting_polls: int
+    draining: bool
+    streams: Streams
+
+    @property
+    def service(self) -> QueueService: ...
+
+
 class Stream:
     """One stream of leased messages (see the module docstring).
 
@@ -92,7 +101,7 @@ class Stream:
     """
 
     def __init__(
-        self, rt: Runtime, queue: str, max_in_flight: int, visibility_ms: int | None,
+        self, rt: Host, queue: str, max_in_flight: int, visibility_ms: int | None,
         gone: Callable[[], bool] | None,
     ) -> None:
         self.rt = rt

@@ -99,7 +99,7 @@ def to_settings(ctx: Context, queue: str, given: dict[str, str]) -> dict[str, An
         if name in NOT_YET:
             raise SqsError("UnsupportedOperation", f"The attribute {name} is not supported yet.")
         elif name == "RedrivePolicy":
-            fields["max_attempts"] = _redrive(ctx, queue, value)[0]
+            fields["max_attempts"] = redrive.parse_policy(ctx, queue, value)[0]
         elif name == "Policy":
             permissions.check_policy(value)  # (kept by data_of)
         elif name == "RedriveAllowPolicy":
@@ -138,8 +138,8 @@ def same(ctx: Context, queue: models.Queue, given: dict[str, str], data: Data) -
         elif name in ("Policy", "RedriveAllowPolicy"):
             kept = current.get(name, "") == value
         elif name == "RedrivePolicy":
-            kept = not rules.is_dlq(queue.name) and _redrive(ctx, queue.name, value) == (
-                queue.max_attempts, target_of(queue))
+            kept = not rules.is_dlq(queue.name) and redrive.parse_policy(
+                ctx, queue.name, value) == (queue.max_attempts, target_of(queue))
         else:
             kept = current.get(name) == str(_integer(name, value))
         if not kept:
@@ -158,36 +158,6 @@ def target_of(queue: models.Queue) -> str:
     """The queue ``queue`` (not a DLQ) dead-letters into: its named target or its ``.dlq``."""
     target = queue.dead_letter_target
     return target if isinstance(target, str) else rules.dlq_name(queue.name)
-
-
-def redrive_target(ctx: Context, queue: str, value: str) -> str:
-    """The dead-letter target a RedrivePolicy ``value`` of ``queue`` names (the queue's own
-    ``<name>.dlq`` when it names none)."""
-    return _redrive(ctx, queue, value)[1]
-
-
-def _redrive(ctx: Context, queue: str, value: str) -> tuple[int, str]:
-    """``maxReceiveCount`` of a RedrivePolicy and the name of its ``deadLetterTargetArn``
-    (the queue's own DLQ if absent): a queue here other than ``queue`` itself."""
-    if rules.is_dlq(queue):
-        raise _bad("RedrivePolicy", "a dead-letter queue has no dead-letter queue of its own")
-    try:
-        policy = msgspec.json.decode(value)
-    except msgspec.DecodeError:
-        policy = None
-    if not isinstance(policy, dict) or set(policy) - {"deadLetterTargetArn", "maxReceiveCount"}:
-        raise _bad("RedrivePolicy", "it must be a JSON object of deadLetterTargetArn and "
-                   "maxReceiveCount")
-    count = policy.get("maxReceiveCount")
-    if isinstance(count, str) and count.isdigit():
-        count = int(count)
-    if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= 1000:
-        raise _bad("RedrivePolicy", "maxReceiveCount must be an integer from 1 to 1000")
-    arn = policy.get("deadLetterTargetArn")
-    target = rules.dlq_name(queue) if arn is None else ctx.name_of_arn(str(arn))
-    if target == queue:
-        raise _bad("RedrivePolicy", "a queue cannot be its own dead-letter queue")
-    return count, target
 
 
 def _bad(name: str, why: str) -> SqsError:

@@ -16,8 +16,9 @@ from typing import Any
 import msgspec
 
 from sqew import errors
+from sqew.core import rules
 from sqew.core.rules import DLQ_SUFFIX
-from sqew.sqs import attributes, fifo, inputs
+from sqew.sqs import fifo, inputs
 from sqew.sqs.errors import SqsError, invalid
 from sqew.sqs.urls import Context, queue_name
 
@@ -69,7 +70,7 @@ async def checked_target(ctx: Context, name: str, given: dict[str, str]) -> str 
     if "RedrivePolicy" not in given:
         return None
     value = given["RedrivePolicy"]
-    target = attributes.redrive_target(ctx, name, value)
+    target = target_of(ctx, name, value)
     try:
         data = await ctx.service.sqs_data(target)
     except errors.QueueNotFound:
@@ -124,6 +125,41 @@ def allows(ctx: Context, data: dict[str, Any], source: str) -> bool:
     if permission == "denyAll":
         return False
     return permission != "byQueue" or ctx.arn(source) in policy.get("sourceQueueArns", [])
+
+
+def target_of(ctx: Context, queue: str, value: str) -> str:
+    """The dead-letter target a RedrivePolicy ``value`` of ``queue`` names (the queue's own
+    ``<name>.dlq`` when it names none)."""
+    return parse_policy(ctx, queue, value)[1]
+
+
+def parse_policy(ctx: Context, queue: str, value: str) -> tuple[int, str]:
+    """``maxReceiveCount`` of a RedrivePolicy and the name of its ``deadLetterTargetArn``
+    (the queue's own DLQ if absent): a queue here other than ``queue`` itself."""
+    if rules.is_dlq(queue):
+        raise _bad_policy("a dead-letter queue has no dead-letter queue of its own")
+    try:
+        policy = msgspec.json.decode(value)
+    except msgspec.DecodeError:
+        policy = None
+    if not isinstance(policy, dict) or set(policy) - {"deadLetterTargetArn", "maxReceiveCount"}:
+        raise _bad_policy("it must be a JSON object of deadLetterTargetArn and "
+                   "maxReceiveCount")
+    count = policy.get("maxReceiveCount")
+    if isinstance(count, str) and count.isdigit():
+        count = int(count)
+    if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= 1000:
+        raise _bad_policy("maxReceiveCount must be an integer from 1 to 1000")
+    arn = policy.get("deadLetterTargetArn")
+    target = rules.dlq_name(queue) if arn is None else ctx.name_of_arn(str(arn))
+    if target == queue:
+        raise _bad_policy("a queue cannot be its own dead-letter queue")
+    return count, target
+
+
+def _bad_policy(why: str) -> SqsError:
+    return SqsError("InvalidAttributeValue",
+                    f"Invalid value for the parameter RedrivePolicy: {why}.")
 
 
 def _bad(why: str) -> SqsError:
