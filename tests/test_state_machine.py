@@ -424,6 +424,8 @@ BUDGETS: dict[str, Budget] = {
     "async-local-sqlite": Budget(max_examples=15, steps=40),
     "async-http-sqlite": Budget(max_examples=10, steps=40),
     "async-local-postgres": Budget(max_examples=5, steps=40),
+    # Its client is async-http-sqlite's and its server http-postgres's: a sample suffices.
+    "async-http-postgres": Budget(max_examples=5, steps=40),
 }
 """Per target id; a target not listed gets ``DEFAULT_BUDGET`` until its run is timed."""
 DEFAULT_BUDGET = Budget(max_examples=20, steps=40)

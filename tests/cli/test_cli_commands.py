@@ -84,7 +84,8 @@ def test_queue_pause_and_resume(sqew) -> None:
     assert set(paused) == QUEUE_KEYS
     assert (paused["name"], paused["paused"]) == (q, True)
     sqew.ok("message", "enqueue", "--queue", q, "--payload", '"held"')
-    assert sqew.json("message", "poll", "--queue", q) == {"messages": []}
+    # (A paused queue's long poll waits out its whole wait: this one waits none.)
+    assert sqew.json("message", "poll", "--queue", q, "--wait-ms", "0") == {"messages": []}
     shown = sqew.json("queue", "show", "--name", q)
     assert (shown["paused"], shown["stats"]["paused"], shown["stats"]["ready"]) == (True, True, 1)
     assert "paused" in sqew.ok("queue", "show", "--name", q).stdout
