@@ -16,18 +16,16 @@ round); figures are medians. Targets: ``async`` ≥ 0.9 of ``client`` on each, a
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import sqew
+from bench import ratio_suite
 from bench.server import serving, sqew_server
 
 PAYLOAD: dict[str, Any] = {"kind": "order", "data": "x" * 174}
@@ -89,43 +87,22 @@ def run(quick: bool) -> dict[str, Any]:
                                          Path(tmp))) as server:
             http = rounds_of(server.url, ["client", "async", "async-32"], rounds, n)
     targets = [
-        _target("file: AsyncClient / Client", local["async"] / local["client"], SINGLE_TARGET),
-        _target("HTTP: AsyncClient / Client", http["async"] / http["client"], SINGLE_TARGET),
-        _target(f"HTTP: AsyncClient with {TASKS} tasks / Client",
-                http["async-32"] / http["client"], CONCURRENT_TARGET),
+        ratio_suite.target("file: AsyncClient / Client", local["async"] / local["client"],
+                           SINGLE_TARGET),
+        ratio_suite.target("HTTP: AsyncClient / Client", http["async"] / http["client"],
+                           SINGLE_TARGET),
+        ratio_suite.target(f"HTTP: AsyncClient with {TASKS} tasks / Client",
+                           http["async-32"] / http["client"], CONCURRENT_TARGET),
     ]
     return {"n": n, "rounds": rounds, "rates": {"file": local, "http": http},
             "targets": targets,
-            "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0],
-                        "sqew": sqew.__version__, "load_before": load_before,
-                        "load_after": os.getloadavg()[0]}}
-
-
-def _target(name: str, ratio: float, target: float) -> dict[str, Any]:
-    return {"name": name, "ratio": ratio, "target": target, "pass": ratio >= target}
+            "machine": ratio_suite.machine(load_before)}
 
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m bench async-client [--quick] [--json FILE]``; exit 1 if a target is missed."""
-    parser = argparse.ArgumentParser(prog="scripts/bench async-client", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="3 rounds of 300 enqueues")
-    parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
-    args, other = parser.parse_known_args(argv)
-    if other:
-        print(f"async: ignoring options of other suites: {' '.join(other)}", flush=True)
-    result = run(args.quick)
-    m = result["machine"]
-    print()
-    print(f"{m['cpus']} cores, Python {m['python']}, sqew {m['sqew']}; load average "
-          f"{m['load_before']:.2f} before, {m['load_after']:.2f} after")
-    for where, rates in result["rates"].items():
-        print(f"{where}: " + ", ".join(f"{s} {r:,.0f} msg/s" for s, r in rates.items()))
-    for t in result["targets"]:
-        print(f"{t['name']}: {t['ratio']:.2f} (target >= {t['target']})"
-              f"{'' if t['pass'] else '  MISSED'}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2))
-    return 0 if all(t["pass"] for t in result["targets"]) else 1
+    return ratio_suite.main(argv, suite="async-client", doc=__doc__,
+                            quick="3 rounds of 300 enqueues", run=run)
 
 
 if __name__ == "__main__":

@@ -16,11 +16,8 @@ figures are medians. Target: ``worker-8`` ≥ 0.8 of ``loop`` on each.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -28,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import sqew
+from bench import ratio_suite
 from bench.server import serving, sqew_server
 
 PAYLOAD: dict[str, Any] = {"kind": "order", "data": "x" * 174}
@@ -103,41 +101,18 @@ def run(quick: bool) -> dict[str, Any]:
         with serving(lambda: sqew_server("sqew-worker", Path(tmp) / "server.db",
                                          Path(tmp))) as server:
             http = rounds_of(server.url, rounds, n)
-    targets = [_target(f"{where}: Worker(concurrency=8) / poll+ack loop",
-                       rates[TARGET_SIDE] / rates["loop"])
+    targets = [ratio_suite.target(f"{where}: Worker(concurrency=8) / poll+ack loop",
+                                  rates[TARGET_SIDE] / rates["loop"], TARGET)
                for where, rates in (("file", local), ("HTTP", http))]
     return {"n": n, "rounds": rounds, "rates": {"file": local, "http": http},
             "targets": targets,
-            "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0],
-                        "sqew": sqew.__version__, "load_before": load_before,
-                        "load_after": os.getloadavg()[0]}}
-
-
-def _target(name: str, ratio: float) -> dict[str, Any]:
-    return {"name": name, "ratio": ratio, "target": TARGET, "pass": ratio >= TARGET}
+            "machine": ratio_suite.machine(load_before)}
 
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m bench worker [--quick] [--json FILE]``; exit 1 if a target is missed."""
-    parser = argparse.ArgumentParser(prog="scripts/bench worker", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="3 rounds of 1,000 messages")
-    parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
-    args, other = parser.parse_known_args(argv)
-    if other:
-        print(f"worker: ignoring options of other suites: {' '.join(other)}", flush=True)
-    result = run(args.quick)
-    m = result["machine"]
-    print()
-    print(f"{m['cpus']} cores, Python {m['python']}, sqew {m['sqew']}; load average "
-          f"{m['load_before']:.2f} before, {m['load_after']:.2f} after")
-    for where, rates in result["rates"].items():
-        print(f"{where}: " + ", ".join(f"{s} {r:,.0f} msg/s" for s, r in rates.items()))
-    for t in result["targets"]:
-        print(f"{t['name']}: {t['ratio']:.2f} (target >= {t['target']})"
-              f"{'' if t['pass'] else '  MISSED'}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2))
-    return 0 if all(t["pass"] for t in result["targets"]) else 1
+    return ratio_suite.main(argv, suite="worker", doc=__doc__,
+                            quick="3 rounds of 1,000 messages", run=run)
 
 
 if __name__ == "__main__":
