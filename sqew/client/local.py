@@ -6,6 +6,7 @@ What each call validates and returns is ``sqew.client.local_calls``, shared with
 
 from __future__ import annotations
 
+import inspect
 import os
 import random
 from collections.abc import Iterable, Mapping, Sequence
@@ -131,10 +132,18 @@ class LocalClient(Client):
         self, queue: str, *, batch: int = 1, wait_ms: int = 0, visibility_ms: int | None = None,
         order: str = "priority",
     ) -> list[models.LeasedMessage]:
-        call = self._calls.poll(queue, batch=batch, wait_ms=wait_ms, visibility_ms=visibility_ms,
-                                order=order)
-        # Only a poll that may wait needs an event loop (its wait is awaited).
-        return run_blocking(call, self._waits_thread) if wait_ms else run_sync(call)
+        call = None
+        try:
+            call = self._calls.poll(queue, batch=batch, wait_ms=wait_ms,
+                                    visibility_ms=visibility_ms, order=order)
+            # Only a poll that may wait needs an event loop (its wait is awaited).
+            return run_blocking(call, self._waits_thread) if wait_ms else run_sync(call)
+        except BaseException:
+            # Interrupted (Ctrl-C, SIGTERM) before the poll began: closed, Python prints no
+            # "coroutine was never awaited" on stderr.
+            if call is not None and inspect.getcoroutinestate(call) == inspect.CORO_CREATED:
+                call.close()
+            raise
 
     def stream(
         self, queue: str, *, max_in_flight: int = models.DEFAULT_STREAM_IN_FLIGHT,

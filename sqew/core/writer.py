@@ -238,9 +238,5 @@ def run_blocking(coro: Coroutine[Any, Any, T], elsewhere: Callable[[], Executor]
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        try:
-            return asyncio.run(coro)
-        except BaseException:
-            coro.close()  # interrupted before it began (Ctrl-C): no "never awaited" warning
-            raise
+        return asyncio.run(coro)
     return elsewhere().submit(asyncio.run, coro).result()
