@@ -116,9 +116,9 @@ class Stream:
     async def events(self) -> AsyncIterator[ServerSentEventMessage]:
         """The stream's events: a comment once open, then each leased message (``id:`` its
         id, ``data:`` the leased message as a poll answers it), and a comment after
-        ``KEEPALIVE_S`` without one. Ends when the server stops, or after an ``error`` event
-        (``data:`` the error envelope: the queue was removed, say). Its leases are given
-        back when it ends, however it ends."""
+        ``KEEPALIVE_S`` without one. Ends when the server stops, the client has gone, or
+        after an ``error`` event (``data:`` the error envelope: the queue was removed, say).
+        Its leases are given back when it ends, however it ends."""
         rt, streams = self.rt, self.rt.streams
         rt.waiting_polls += 1  # a stream waits as a long poll does (max_waiting_polls)
         streams._opened(self.queue, self._wake)
@@ -138,7 +138,10 @@ class Stream:
         rt = self.rt
         last = time.monotonic()
         recheck = False
-        while not rt.draining:
+        # A poll for a client that has gone answers at once, without a pause: this loop ends
+        # on it, or it would spin and hold the event loop (which would never run the server's
+        # own disconnect handling, nor anything else).
+        while not rt.draining and not (self.gone is not None and self.gone()):
             free = self.max_in_flight - len(self.held)
             # Only at the bound does it matter which leases are settled: below it, a stale
             # count only asks for fewer.
@@ -190,6 +193,8 @@ class Stream:
         with anyio.CancelScope(shield=True):
             try:
                 await self.rt.service.give_back(self.queue, leases)
+            except errors.QueueNotFound:
+                pass  # removed meanwhile, and its messages with it: nothing is held
             except Exception:  # the server stopping, the database gone: the leases end
                 log.warning("a closed stream of %r could not give back %d lease(s); they "
                             "end with their lease", self.queue, len(leases), exc_info=True)

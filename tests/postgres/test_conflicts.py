@@ -16,7 +16,7 @@ import sqew
 from sqew.backends import open_backend
 from sqew.backends.base import Tx
 from sqew.core.service import QueueService
-from sqew.core.writer import Op
+from sqew.core.writer import CONFLICT_ATTEMPTS, Op
 
 pytestmark = pytest.mark.postgres
 
@@ -85,7 +85,10 @@ def test_a_write_aborted_by_a_deadlock_runs_again_and_commits(
             other.execute("COMMIT")
             thread.join(30)
             assert not thread.is_alive()
-        assert outcome["result"] == 2 and op.runs == 2
+        # Aborted once at least, then committed once. (On a loaded machine the second run can
+        # take ``a`` before the other session's waiting update does: a second cycle, aborted
+        # too, and a third run; each is within ``CONFLICT_ATTEMPTS``.)
+        assert outcome["result"] == op.runs and 2 <= op.runs <= CONFLICT_ATTEMPTS
         assert [client.stats(q).acked_total for q in ("a", "b")] == [11, 11]
     finally:
         client.close()

@@ -5,8 +5,10 @@ bound, the stream metrics, and a shutdown ending streams."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -17,10 +19,13 @@ import httpx
 import pytest
 from auth_support import create_queue, mint
 from server.support import envelope, port_of
+from targets import server_settings
 
 import sqew
-from sqew import errors
+from sqew import errors, models
 from sqew.server.app import begin_shutdown
+from sqew.server.runtime import Runtime
+from sqew.server.streams import Stream
 
 DEADLINE_S = 20.0
 
@@ -169,3 +174,30 @@ def test_a_server_shutting_down_ends_its_streams_giving_their_leases_back(
             waiting.result(DEADLINE_S)
         stats = client.stats("q")  # given back before the stream's answer ended
         assert (stats.ready, stats.leased) == (1, 0)
+
+
+def test_a_stream_whose_client_has_gone_ends_and_frees_the_server(tmp_path: Path) -> None:
+    """A poll for a client that has gone answers at once (nothing leased); a stream that went
+    on polling would spin and hold the event loop, and the server would answer nobody. It
+    happened when a client acked a message and hung up while its stream looked at its leases:
+    here the client is gone before the first poll, the same state, every time."""
+    outcome: dict[str, Any] = {}
+
+    async def main() -> None:
+        rt = Runtime(server_settings(tmp_path / "s.db"))
+        rt.startup()
+        try:
+            await rt.service.create_queue(models.QueueCreate(name="q"))
+            await rt.service.enqueue("q", [models.MessageIn(payload=1)])
+            stream = Stream(rt, "q", max_in_flight=1, visibility_ms=60_000, gone=lambda: True)
+            outcome["events"] = [e async for e in stream.events()]
+            outcome["stats"] = await rt.service.stats("q")
+        finally:
+            await rt.shutdown()
+
+    thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
+    thread.start()
+    thread.join(DEADLINE_S)
+    assert not thread.is_alive(), "the stream of a client that has gone did not end"
+    assert [e.comment for e in outcome["events"]] == ["open"]
+    assert (outcome["stats"].ready, outcome["stats"].leased) == (1, 0)
