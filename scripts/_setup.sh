@@ -30,4 +30,9 @@ if [ ! -f "$STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$STAMP" ]; then
     "$VENV/bin/python" -m pip install --quiet -e "$REQUIREMENT"
     touch "$STAMP"
 fi
+# sqew is installed editable: Python imports its modules from this checkout, and where it may
+# not write their bytecode (PYTHONDONTWRITEBYTECODE set, as on some CI machines) every process
+# would compile each module again: a third of a CLI command's time. Compile them once here;
+# later runs compile only what changed.
+"$VENV/bin/python" -m compileall -qq -j 0 "$ROOT/sqew" "$ROOT/alembic" || true  # (errors: said by what runs)
 export PATH="$VENV/bin:$PATH"
