@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 from sqew import errors, models, queue_settings
 
@@ -10,6 +11,16 @@ DEFAULTS: dict[str, object] = dict(queue_settings.SETTING_DEFAULTS)
 """Each queue setting's default, as ``models.QueueSettings`` declares it."""
 
 DLQ_SUFFIX = ".dlq"
+
+
+_QUEUE_NAME = re.compile(models.QUEUE_NAME_PATTERN)
+
+
+def is_queue_name(name: str) -> bool:
+    """Whether ``name`` can name a queue: one a user may create (``models.QUEUE_NAME_PATTERN``)
+    or its dead-letter queue (``<name>.dlq``)."""
+    base = name[: -len(DLQ_SUFFIX)] if is_dlq(name) else name
+    return _QUEUE_NAME.match(base) is not None
 
 
 def is_dlq(queue: str) -> bool:

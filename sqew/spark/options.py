@@ -14,14 +14,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from sqew import errors
+from sqew import errors, models
 from sqew.client.base import Client
+from sqew.core import rules
 
 SOURCES = ("queue", "dlq", "archive")
 """What a snapshot read covers (docs/spark.md, ``source``): the queue's messages, its DLQ's, or the
 archive of its acked messages."""
-
-QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,79}(\.dlq)?$")
 
 DEFAULT_MAX_MESSAGES_PER_BATCH = 1000
 MAX_MESSAGES_PER_BATCH = 100_000
@@ -136,9 +135,10 @@ def parse(options: Mapping[str, Any]) -> SourceOptions:
     queue = given.get("queue", "").strip()
     if not queue:
         raise option_error("queue", "required: the queue to write, read or consume")
-    if not QUEUE_NAME.fullmatch(queue):
+    if not rules.is_queue_name(queue):
         raise option_error("queue", f"{queue!r} is not a queue name "
-                           "(letters, digits, '_' and '-', at most 80, optionally '.dlq')")
+                           f"({models.PATTERN_HINTS[models.QUEUE_NAME_PATTERN]}; or a DLQ's, "
+                           "the name and '.dlq')")
     db, url = given.get("db", "").strip() or None, given.get("url", "").strip() or None
     if db is None and url is None:
         raise option_error("db", "give 'db' (a database file or URL) or 'url' (a sqew server)")

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sqew import errors, models
+from sqew.core import rules
 from sqew.sqs import (
     attributes,
     batches,
@@ -24,7 +25,7 @@ from sqew.sqs import (
     tags,
 )
 from sqew.sqs.errors import SqsError, from_sqew, invalid
-from sqew.sqs.urls import Context, is_name, queue_name
+from sqew.sqs.urls import Context, queue_name
 
 Params = dict[str, Any]
 Action = Callable[[Context, Params], Awaitable[Params]]
@@ -58,7 +59,7 @@ async def create_queue(ctx: Context, p: Params) -> Params:
             name[: -len(fifo.SUFFIX)] if is_fifo else name):
         raise invalid("Can only include alphanumeric characters, hyphens, or underscores. "
                       "1 to 80 in length")
-    if not is_name(name):
+    if not rules.is_queue_name(name):
         raise invalid(f"Queue name {name} is invalid: a sqew queue's name starts with a "
                       "letter or a digit")
     settings = attributes.to_settings(ctx, name, given)
@@ -90,7 +91,7 @@ async def create_queue(ctx: Context, p: Params) -> Params:
 async def get_queue_url(ctx: Context, p: Params) -> Params:
     """GetQueueUrl: the URL of an existing queue."""
     name: str = p["QueueName"]
-    if not is_name(name):
+    if not rules.is_queue_name(name):
         raise SqsError("QueueDoesNotExist", "The specified queue does not exist.")
     await ctx.service.get_queue(name)
     return {"QueueUrl": ctx.queue_url(name)}

@@ -8,20 +8,18 @@ bare queue name reaches the same queue.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from sqew import jsonlimits, models
+from sqew import jsonlimits
 from sqew.core import rules
 from sqew.core.service import QueueService
 from sqew.sqs.errors import invalid, no_queue
 
 DEFAULT_ACCOUNT = "123456789012"
 DEFAULT_REGION = "us-east-1"
-_QUEUE_NAME = re.compile(models.QUEUE_NAME_PATTERN)
 
 
 @dataclass(frozen=True)
@@ -73,12 +71,6 @@ def queue_name(queue_url: str) -> str:
     """
     path = urlsplit(queue_url).path if "://" in queue_url else queue_url
     parts = [unquote(p) for p in path.strip("/").split("/")]
-    if len(parts) > 2 or not is_name(parts[-1]):
+    if len(parts) > 2 or not rules.is_queue_name(parts[-1]):
         raise no_queue()
     return parts[-1]
-
-
-def is_name(name: str) -> bool:
-    """Whether ``name`` is a queue's name (a dead-letter queue's too)."""
-    base = name[: -len(rules.DLQ_SUFFIX)] if rules.is_dlq(name) else name
-    return bool(_QUEUE_NAME.match(base))

@@ -122,6 +122,24 @@ def test_bad_options_name_the_option(spark: Any, db: str, options: dict[str, str
         df.write.format("sqew").options(**options).mode("append").save()
 
 
+def test_a_fifo_queue_and_its_dlq_are_written_and_read_like_any(
+        spark: Any, tmp_path: Path) -> None:
+    """A name ending in '.fifo' (an SQS FIFO queue) is a queue name here as everywhere."""
+    path = str(tmp_path / "fifo.db")
+    with sqew.Client(path) as c:
+        c.create_queue("orders.fifo")
+    df = spark.createDataFrame([('{"n": 1}',), ('{"n": 2}',)], "payload STRING")
+    df.coalesce(1).write.format("sqew").option("db", path).option("queue", "orders.fifo") \
+        .mode("append").save()
+    assert [m.payload for m in drain(path, "orders.fifo")] == [{"n": 1}, {"n": 2}]
+    for queue, count in (("orders.fifo", 2), ("orders.fifo.dlq", 0)):
+        read = spark.read.format("sqew").option("db", path).option("queue", queue).load()
+        assert read.count() == count
+    with pytest.raises(Exception, match=r"option 'queue': 'orders\.fifo\.fifo' is not a queue"):
+        df.write.format("sqew").option("db", path).option("queue", "orders.fifo.fifo") \
+            .mode("append").save()
+
+
 def test_missing_queue_is_queue_not_found(spark: Any, db: str) -> None:
     df = spark.createDataFrame([('{"a": 1}',)], "payload STRING")
     with pytest.raises(Exception, match="QueueNotFound"):
