@@ -115,7 +115,7 @@ class Enqueue(Op[Results]):
         if self.proof is None:
             return
         if self.to_dlq:
-            parent = tx.get_queue(self.queue[: -len(rules.DLQ_SUFFIX)])
+            parent = tx.get_queue(rules.queue_of(self.queue))
             if parent is not None and parent.hmac_secret is not None:
                 secret = parent.hmac_secret
         if secret is not None:
@@ -226,7 +226,7 @@ def within_queue_limit(tx: Tx, q: Limits) -> Limits:
     smaller: a message enqueued into a DLQ by hand must fit the queue it may be requeued to."""
     if not rules.is_dlq(q.name):
         return q
-    parent = tx.get_queue(q.name[: -len(rules.DLQ_SUFFIX)])
+    parent = tx.get_queue(rules.queue_of(q.name))
     if parent is None or parent.max_payload_bytes >= q.max_payload_bytes:
         return q
     return q._replace(max_payload_bytes=parent.max_payload_bytes)

@@ -19,8 +19,12 @@ _QUEUE_NAME = re.compile(models.QUEUE_NAME_PATTERN)
 def is_queue_name(name: str) -> bool:
     """Whether ``name`` can name a queue: one a user may create (``models.QUEUE_NAME_PATTERN``)
     or its dead-letter queue (``<name>.dlq``)."""
-    base = name[: -len(DLQ_SUFFIX)] if is_dlq(name) else name
-    return _QUEUE_NAME.match(base) is not None
+    return _QUEUE_NAME.match(queue_of(name)) is not None
+
+
+def queue_of(name: str) -> str:
+    """The queue ``name`` belongs to: ``q`` for its dead-letter queue ``q.dlq``, else itself."""
+    return name[: -len(DLQ_SUFFIX)] if is_dlq(name) else name
 
 
 def is_dlq(queue: str) -> bool:

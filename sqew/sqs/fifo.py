@@ -46,8 +46,7 @@ characters."""
 
 def is_fifo(name: str) -> bool:
     """Whether queue ``name`` is FIFO: its name ends in ``.fifo``, or it is the DLQ of one."""
-    base = name[: -len(rules.DLQ_SUFFIX)] if rules.is_dlq(name) else name
-    return base.endswith(SUFFIX)
+    return rules.queue_of(name).endswith(SUFFIX)
 
 
 def check_create(name: str, given: dict[str, str]) -> bool:

@@ -17,7 +17,6 @@ import msgspec
 
 from sqew import errors
 from sqew.core import rules
-from sqew.core.rules import DLQ_SUFFIX
 from sqew.sqs import fifo, inputs
 from sqew.sqs.errors import SqsError, invalid
 from sqew.sqs.urls import Context, queue_name
@@ -74,7 +73,7 @@ async def checked_target(ctx: Context, name: str, given: dict[str, str]) -> str 
     try:
         data = await ctx.service.sqs_data(target)
     except errors.QueueNotFound:
-        if target == name + DLQ_SUFFIX:
+        if target == rules.dlq_name(name):
             return target  # (a CreateQueue: made with the queue, with no policy yet)
         raise invalid(f"Value {value} for parameter RedrivePolicy is invalid. Reason: Dead "
                       "letter target does not exist.") from None
@@ -143,8 +142,7 @@ def parse_policy(ctx: Context, queue: str, value: str) -> tuple[int, str]:
     except msgspec.DecodeError:
         policy = None
     if not isinstance(policy, dict) or set(policy) - {"deadLetterTargetArn", "maxReceiveCount"}:
-        raise _bad_policy("it must be a JSON object of deadLetterTargetArn and "
-                   "maxReceiveCount")
+        raise _bad_policy("it must be a JSON object of deadLetterTargetArn and maxReceiveCount")
     count = policy.get("maxReceiveCount")
     if isinstance(count, str) and count.isdigit():
         count = int(count)
@@ -158,13 +156,12 @@ def parse_policy(ctx: Context, queue: str, value: str) -> tuple[int, str]:
 
 
 def _bad_policy(why: str) -> SqsError:
-    return SqsError("InvalidAttributeValue",
-                    f"Invalid value for the parameter RedrivePolicy: {why}.")
+    return _bad(why, "RedrivePolicy")
 
 
-def _bad(why: str) -> SqsError:
+def _bad(why: str, parameter: str = "RedriveAllowPolicy") -> SqsError:
     return SqsError("InvalidAttributeValue",
-                    f"Invalid value for the parameter RedriveAllowPolicy: {why}.")
+                    f"Invalid value for the parameter {parameter}: {why}.")
 
 
 ACTIONS = {"ListDeadLetterSourceQueues": list_dead_letter_source_queues}
