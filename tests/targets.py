@@ -336,10 +336,11 @@ class ServerThread:
         rng: random.Random | None = None, tracer_provider: Any = None,
     ) -> None:
         from sqew.server import runner
-        from sqew.server.app import create_app
+        from sqew.server.app import shape
 
-        self.app = create_app(settings, clock=clock, rng=rng, reaper_timer=reaper_timer,
-                              tracer_provider=tracer_provider)
+        self._shape = shape(settings, tracer_provider)
+        self.app = _apps.take(self._shape, settings, clock=clock, rng=rng,
+                              reaper_timer=reaper_timer, tracer_provider=tracer_provider)
         self.sock = runner.bind("127.0.0.1", 0)
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         self.server = _PromptServer(runner.uvicorn_config(settings, app=self.app))
@@ -359,6 +360,39 @@ class ServerThread:
         self.server.exit_now()
         self.thread.join(SERVER_START_S)
         self.sock.close()
+        if not self.thread.is_alive():  # its lifespan has ended: the app may serve again
+            _apps.give_back(self._shape, self.app)
+
+
+class _Apps:
+    """The apps of the servers this process has stopped, to be served again.
+
+    Building an app's routes costs a tenth of a second of CPU, most of a test server's start,
+    and the suite starts thousands: ``create_app(reuse=...)`` gives a stopped app a new
+    runtime (service, store, clock, keys, metrics) and keeps its routes. An app is handed to
+    one server at a time, and only after its last server's lifespan ended."""
+
+    def __init__(self) -> None:
+        self._free: dict[Any, list[Any]] = {}
+        self._mutex = threading.Lock()
+
+    def take(self, built_for: Any, settings: Settings, **kwargs: Any) -> Any:
+        """An app for ``settings`` (whose ``shape`` is ``built_for``): a stopped one of that
+        shape given a new runtime, or a new one."""
+        from sqew.server.app import create_app
+
+        with self._mutex:
+            free = self._free.get(built_for)
+            app = free.pop() if free else None
+        return create_app(settings, reuse=app, **kwargs)
+
+    def give_back(self, built_for: Any, app: Any) -> None:
+        """``app``, whose server has stopped, may be taken again."""
+        with self._mutex:
+            self._free.setdefault(built_for, []).append(app)
+
+
+_apps = _Apps()
 
 
 class _PromptServer(uvicorn.Server):

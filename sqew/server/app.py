@@ -16,7 +16,7 @@ import signal
 import threading
 from collections.abc import Callable
 from types import FrameType
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 from litestar import Litestar
@@ -28,10 +28,12 @@ from opentelemetry.trace import TracerProvider
 
 from sqew import errors, telemetry
 from sqew.core.clock import Clock
-from sqew.server import access, auth, openapi, tracing
+from sqew.server import access, auth, metrics, openapi, tracing
 from sqew.server import errors as server_errors
+from sqew.server.authenticator import Authenticator
+from sqew.server.metrics import Metrics
 from sqew.server.routes import dlq, keys, messages, ops, options, queues, sqs, stream
-from sqew.server.runtime import Runtime
+from sqew.server.runtime import Runtime, runtime_of_scope
 from sqew.server.ui import router as ui_router
 from sqew.server.ui import template_config as ui_templates
 from sqew.settings import Settings, load
@@ -46,7 +48,7 @@ log = logging.getLogger("sqew.server")
 def create_app(
     settings: Settings | None = None, *, clock: Clock | None = None,
     rng: random.Random | None = None, reaper_timer: bool = True,
-    tracer_provider: TracerProvider | None = None,
+    tracer_provider: TracerProvider | None = None, reuse: Litestar | None = None,
 ) -> Litestar:
     """The sqew REST app for ``settings``.
 
@@ -63,43 +65,92 @@ def create_app(
             program embedding the server). Without one, a server traces when the process has
             an OpenTelemetry SDK set up, or when ``OTEL_TRACES_EXPORTER`` names an exporter
             (``sqew.telemetry.server_tracing``); otherwise it runs no tracing code at all.
+        reuse: an app this function made earlier, not serving now, whose routes were built
+            for the same ``shape`` of settings: it is given a new runtime for ``settings``
+            and returned (ValueError otherwise). Building the routes is nearly all of an
+            app's cost (a tenth of a second); a program that serves one app after another in
+            one process (a test suite) builds them once.
     """
     settings = settings or Settings()
-    auth.check_routes(ROUTES)
     rt = Runtime(settings, clock, rng=rng, reaper_timer=reaper_timer,
                  tracer_provider=tracer_provider)
-    restore: list[Callable[[], None]] = []
-
-    async def startup() -> None:
-        rt.startup()
-        restore.extend(_chain_stop_signals(rt))
-
-    async def shutdown() -> None:
-        while restore:
-            restore.pop()()
-        await rt.shutdown()
-
+    built_for = shape(settings, tracer_provider)
+    if reuse is not None:
+        if reuse.state.get(_SHAPE) != built_for or reuse.state.get(_SERVING):
+            raise ValueError("only a stopped app built for the same shape of settings "
+                             "can be reused")
+        reuse.state.clear()  # what the last runtime's pages kept there goes with it
+        reuse.state.update({"runtime": rt, _SHAPE: built_for})
+        return reuse
+    auth.check_routes(ROUTES)
     app = Litestar(
         route_handlers=[*ROUTES, ui_router()],  # the dashboard (/ui) checks its own cookie
         template_config=ui_templates(),
-        on_startup=[startup],
-        on_shutdown=[shutdown],
+        on_startup=[_startup],
+        on_shutdown=[_shutdown],
         exception_handlers={Exception: server_errors.handle},
         # Metrics outermost: they see the status of every answer, a cancelled request's too.
+        # Each middleware finds the request's runtime in its app's state.
         middleware=[
-            *([rt.metrics.middleware] if settings.metrics else []),
+            *([metrics.middleware(_metrics_of)] if settings.metrics else []),
             # Decided once, here: a server without tracing has no tracing middleware.
-            *([tracing.middleware(rt)] if telemetry.wanted(tracer_provider) else []),
-            answer_cancelled, auth.middleware(rt.auth),
+            *([tracing.middleware(runtime_of_scope)] if built_for.traced else []),
+            answer_cancelled, auth.middleware(_auth_of),
         ],
         request_max_body_size=settings.max_body_bytes,
         openapi_config=openapi.config(),
-        state=State({"runtime": rt}),
+        state=State({"runtime": rt, _SHAPE: built_for}),
         logging_config=None,
         debug=False,
     )
     access.install(app, access_log=settings.access_log)
     return app
+
+
+class Shape(NamedTuple):
+    """What of the settings the routes of an app are built for (``create_app(reuse=...)``)."""
+
+    max_body_bytes: int
+    metrics: bool
+    access_log: bool
+    traced: bool
+
+
+def shape(settings: Settings, tracer_provider: TracerProvider | None = None) -> Shape:
+    """The shape of the app ``create_app(settings, tracer_provider=...)`` builds."""
+    return Shape(settings.max_body_bytes, settings.metrics, settings.access_log,
+                 telemetry.wanted(tracer_provider))
+
+
+_SHAPE = "sqew.shape"
+_SERVING = "sqew.serving"
+_RESTORE = "sqew.restore_signals"
+
+
+def _metrics_of(scope: Scope) -> Metrics:
+    return runtime_of_scope(scope).metrics
+
+
+def _auth_of(scope: Scope) -> Authenticator:
+    return runtime_of_scope(scope).auth
+
+
+async def _startup(app: Litestar) -> None:
+    rt: Runtime = app.state.runtime
+    app.state[_SERVING] = True
+    rt.startup()
+    app.state[_RESTORE] = _chain_stop_signals(rt)
+
+
+async def _shutdown(app: Litestar) -> None:
+    restore: list[Callable[[], None]] = app.state.pop(_RESTORE, [])
+    while restore:
+        restore.pop()()
+    rt: Runtime = app.state.runtime
+    try:
+        await rt.shutdown()
+    finally:
+        app.state[_SERVING] = False
 
 
 def answer_cancelled(app: ASGIApp) -> ASGIApp:

@@ -69,12 +69,14 @@ def principal_of(request: Request[Any, Any, Any]) -> keys.Principal | None:
     return principal
 
 
-def middleware(auth: Authenticator) -> Callable[[ASGIApp], ASGIApp]:
-    """The ASGI middleware (for ``Litestar(middleware=...)``) that enforces ``auth``."""
+def middleware(auth_of: Callable[[Scope], Authenticator]) -> Callable[[ASGIApp], ASGIApp]:
+    """The ASGI middleware (for ``Litestar(middleware=...)``) that enforces the request's
+    ``auth_of(scope)``."""
 
     def wrap(app: ASGIApp) -> ASGIApp:
         async def enforce(scope: Scope, receive: Receive, send: Send) -> None:
             if scope["type"] == ScopeType.HTTP:
+                auth = auth_of(scope)
                 need = auth.need_of(scope["route_handler"])
                 if need != "open":
                     try:

@@ -235,17 +235,25 @@ class Metrics:
             multiprocess.mark_process_dead(  # type: ignore[no-untyped-call]
                 os.getpid(), self.multiprocess_dir)
 
-    # --- serving --------------------------------------------------------------------------------
-    def middleware(self, app: ASGIApp) -> ASGIApp:
-        """ASGI middleware (the outermost of a route's): every request's route template,
-        status and duration, counted as its response starts, so that a client that has the
-        answer finds it counted (a scrape right after sees it)."""
+    def render(self, queues: Sequence[models.Stats] | None = None) -> bytes:
+        """The Prometheus text exposition: state collectors, every process's events, and
+        ``queues`` (``QueueService.all_stats()``; None: the database did not answer, shown as
+        ``sqew_queue_metrics_up 0``)."""
+        body = generate_latest(_WithRequests(self.registry, self._workers))
+        return body + queue_metrics.render(queues)
 
+
+def middleware(metrics_of: Callable[[Scope], Metrics]) -> Callable[[ASGIApp], ASGIApp]:
+    """ASGI middleware (the outermost of a route's): every request's route template, status
+    and duration, counted into ``metrics_of(scope)`` as its response starts, so that a client
+    that has the answer finds it counted (a scrape right after sees it)."""
+
+    def wrap(app: ASGIApp) -> ASGIApp:
         async def measure(scope: Scope, receive: Receive, send: Send) -> None:
             if scope["type"] != "http":  # type: ignore[comparison-overlap]  # str: cheaper
                 await app(scope, receive, send)
                 return
-            counting = _CountingSend(self, scope, send)
+            counting = _CountingSend(metrics_of(scope), scope, send)
             try:
                 await app(scope, receive, counting)
             except Exception:
@@ -259,12 +267,7 @@ class Metrics:
 
         return measure
 
-    def render(self, queues: Sequence[models.Stats] | None = None) -> bytes:
-        """The Prometheus text exposition: state collectors, every process's events, and
-        ``queues`` (``QueueService.all_stats()``; None: the database did not answer, shown as
-        ``sqew_queue_metrics_up 0``)."""
-        body = generate_latest(_WithRequests(self.registry, self._workers))
-        return body + queue_metrics.render(queues)
+    return wrap
 
 
 class _CountingSend:

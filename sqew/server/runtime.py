@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from litestar import Request
+from litestar.types import Scope
 from opentelemetry.trace import TracerProvider
 
 from sqew import errors, telemetry
@@ -176,4 +177,10 @@ class Runtime:
 def runtime(request: Request[Any, Any, Any]) -> Runtime:
     """The Runtime of the app serving ``request``."""
     rt: Runtime = request.app.state.runtime
+    return rt
+
+
+def runtime_of_scope(scope: Scope) -> Runtime:
+    """The Runtime of the app serving the request of ``scope`` (ASGI middleware)."""
+    rt: Runtime = scope["app"].state.runtime
     return rt

@@ -74,15 +74,19 @@ def _extract(scope: Scope, fields: frozenset[bytes]) -> Context:
     return _ROOT
 
 
-def middleware(rt: Runtime) -> Callable[[ASGIApp], ASGIApp]:
-    """The middleware (for ``Litestar(middleware=...)``) that gives each request its span."""
+def middleware(runtime_of: Callable[[Scope], Runtime]) -> Callable[[ASGIApp], ASGIApp]:
+    """The middleware (for ``Litestar(middleware=...)``) that gives each request its span,
+    with the tracing of the request's ``runtime_of(scope)``."""
 
     fields = frozenset(f.lower().encode("latin-1") for f in propagate.get_global_textmap().fields)
 
     def wrap(app: ASGIApp) -> ASGIApp:
         async def traced(scope: Scope, receive: Receive, send: Send) -> None:
-            tracing = rt.tracing
-            if tracing is None or scope["type"] != ScopeType.HTTP:
+            if scope["type"] != ScopeType.HTTP:
+                await app(scope, receive, send)
+                return
+            tracing = runtime_of(scope).tracing
+            if tracing is None:
                 await app(scope, receive, send)
                 return
             method = scope["method"]
