@@ -25,6 +25,12 @@ else:
     pytest.importorskip("pyarrow", reason="the spark extra is not installed")
 
 
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+"""The JVM of a test's Spark runs short jobs on a busy 2-core box: compiled by C1 alone (C2's
+optimising compiler costs more CPU than these jobs live long enough to win back) and collected
+by one thread. Together about a quarter less CPU for the Spark tests, the same results."""
+
+
 def make_session(tmp: Path, master: str = "local[2]", *, register: bool = True,
                  **conf: str) -> Any:
     """A SparkSession for one module; its Python workers run this interpreter (sqew in it).
@@ -43,7 +49,7 @@ def make_session(tmp: Path, master: str = "local[2]", *, register: bool = True,
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.warehouse.dir", str(tmp / "warehouse"))
-        .config("spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={tmp}")
+        .config("spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={tmp} {TEST_JVM_OPTIONS}")
         .config("spark.local.dir", str(tmp / "local"))
     )
     for key, value in conf.items():

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import TEST_JVM_OPTIONS
 
 pytestmark = pytest.mark.spark
 
@@ -29,7 +30,9 @@ def test_the_examples_run(tmp_path: Path) -> None:
     assert len(blocks) >= 4  # register, write, snapshot, stream
     script = tmp_path / "examples.py"
     script.write_text("\n".join(blocks) + "\nspark.stop()\nprint('examples ran')\n")
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    # As a user runs them, but with the tests' JVM options (``spark-submit``'s own flag).
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               PYSPARK_SUBMIT_ARGS=f'--driver-java-options "{TEST_JVM_OPTIONS}" pyspark-shell')
     done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
