@@ -8,6 +8,7 @@ outcomes to exit statuses (see ``sqew.cli.errors``).
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Sequence
@@ -15,6 +16,7 @@ from typing import Annotated, Any, TextIO
 from urllib.parse import urlsplit
 
 import typer
+import typer.core
 import typer.main
 
 from sqew import __version__, errors
@@ -251,13 +253,25 @@ def _no_flag_metavars(command: Any) -> None:
 
 
 # --- entry point ---------------------------------------------------------------------------------
+@functools.cache
+def click_command() -> typer.core.TyperGroup:
+    """The Click command ``run`` parses ``argv`` with, built from ``app`` once per process.
+
+    Typer builds it from every command's signature (evaluating their annotations): most of
+    the CPU a short command spends in sqew's own code. A process that forks ``sqew`` runs
+    (the tests' fork server) builds it before forking."""
+    command = typer.main.get_command(app)
+    _no_flag_metavars(command)
+    assert isinstance(command, typer.core.TyperGroup)
+    return command
+
+
 def run(argv: Sequence[str] | None = None) -> int:
     """Run ``sqew`` with ``argv`` (default: the process's) and return its exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
     states: list[State] = []  # the root callback's, once the global options are parsed
     try:
-        command = typer.main.get_command(app)
-        _no_flag_metavars(command)
+        command = click_command()
         result = command.main(
             args=hoist_globals(command, args), prog_name="sqew", standalone_mode=False,
             obj=states,
