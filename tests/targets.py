@@ -339,6 +339,7 @@ class ServerThread:
         from sqew.server.app import shape
 
         self._shape = shape(settings, tracer_provider)
+        self._given_back = False
         self.app = _apps.take(self._shape, settings, clock=clock, rng=rng,
                               reaper_timer=reaper_timer, tracer_provider=tracer_provider)
         self.sock = runner.bind("127.0.0.1", 0)
@@ -361,7 +362,7 @@ class ServerThread:
         self.thread.join(SERVER_START_S)
         self.sock.close()
         if not self.thread.is_alive():  # its lifespan has ended: the app may serve again
-            _apps.give_back(self._shape, self.app)
+            _apps.give_back(self)
 
 
 class _Apps:
@@ -384,12 +385,21 @@ class _Apps:
         with self._mutex:
             free = self._free.get(built_for)
             app = free.pop() if free else None
-        return create_app(settings, reuse=app, **kwargs)
+        if app is not None:
+            try:
+                return create_app(settings, reuse=app, **kwargs)
+            except ValueError:  # serving again after all: never shared, a new app instead
+                pass
+        return create_app(settings, **kwargs)
 
-    def give_back(self, built_for: Any, app: Any) -> None:
-        """``app``, whose server has stopped, may be taken again."""
+    def give_back(self, server: ServerThread) -> None:
+        """The app of ``server``, which has stopped, may be taken again. Once, however often
+        (and from however many threads) ``stop`` is called: by a second call, a later server
+        may be serving it."""
         with self._mutex:
-            self._free.setdefault(built_for, []).append(app)
+            if not server._given_back:
+                server._given_back = True
+                self._free.setdefault(server._shape, []).append(server.app)
 
 
 _apps = _Apps()
