@@ -176,11 +176,10 @@ class Runtime:
 
 def runtime(request: Request[Any, Any, Any]) -> Runtime:
     """The Runtime of the app serving ``request``."""
-    rt: Runtime = request.app.state.runtime
-    return rt
+    return runtime_of_scope(request.scope)
 
 
 def runtime_of_scope(scope: Scope) -> Runtime:
-    """The Runtime of the app serving the request of ``scope`` (ASGI middleware)."""
+    """The Runtime of the app serving the request of ``scope`` (ASGI middleware too)."""
     rt: Runtime = scope["app"].state.runtime
     return rt
