@@ -16,6 +16,8 @@ from __future__ import annotations
 import abc
 import asyncio
 import logging
+import signal
+import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Hashable, Sequence
 from concurrent.futures import Executor
@@ -233,10 +235,56 @@ def run_blocking(coro: Coroutine[Any, Any, T], elsewhere: Callable[[], Executor]
 
     Called from inside a running loop (synchronous code in a coroutine), where no second loop
     may run on this thread, it runs on the executor ``elsewhere()`` gives (reuse one: each
-    thread keeps its own database connection).
+    thread keeps its own database connection). Its loop is built whole, whatever signal comes
+    (``_whole_loop``).
     """
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)
+        with asyncio.Runner(loop_factory=_whole_loop) as runner:
+            return runner.run(coro)
     return elsewhere().submit(asyncio.run, coro).result()
+
+
+def _whole_loop() -> asyncio.AbstractEventLoop:
+    """A new event loop, built with SIGINT and SIGTERM held back until it is whole.
+
+    Python runs signal handlers on the main thread, between two of its instructions: a Ctrl-C
+    (``KeyboardInterrupt``), or a handler that raises, landing inside the loop's constructor
+    would leave a half-built loop, whose finalizer then fails on the attributes it lacks
+    ("Exception ignored in BaseEventLoop.__del__" on stderr). A signal that comes meanwhile is
+    handed to its own handler once the loop is built (and the loop closed if that raises).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return asyncio.new_event_loop()  # signal handlers never run here
+    previous = {signum: signal.getsignal(signum) for signum in _HELD_SIGNALS}
+    held = [signum for signum, handler in previous.items()
+            if handler is not None and handler != signal.SIG_IGN]  # None: not set from Python
+    came: list[int] = []
+    loop: asyncio.AbstractEventLoop | None = None
+    try:
+        for signum in held:
+            signal.signal(signum, lambda number, _: came.append(number))
+        loop = asyncio.new_event_loop()
+    finally:
+        for signum in held:
+            signal.signal(signum, previous[signum])
+        try:
+            for number in came:
+                _deliver(number, previous[signal.Signals(number)])
+        except BaseException:
+            if loop is not None:
+                loop.close()
+            raise
+    return loop
+
+
+def _deliver(signum: int, handler: signal.Handlers | int | Callable[..., Any] | None) -> None:
+    """What ``signum`` would have done, arriving now, with ``handler`` its handler."""
+    if callable(handler):
+        handler(signum, None)
+    elif handler == signal.SIG_DFL:
+        signal.raise_signal(signum)
+
+
+_HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)

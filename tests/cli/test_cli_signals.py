@@ -98,6 +98,46 @@ def test_a_signal_during_a_long_poll_ends_it_quietly_leasing_nothing(
         assert client.stats(q).leased == 0
 
 
+CUT_SHORT_LOOP = """
+import os, signal, sys
+from asyncio import base_events
+
+build = base_events.BaseEventLoop.__init__
+
+def cut_short(self, *args, **kwargs):
+    os.kill(os.getpid(), signal.{signal})  # Python runs its handler before the next line
+    build(self, *args, **kwargs)
+
+base_events.BaseEventLoop.__init__ = cut_short
+sys.argv[0] = "sqew"
+from sqew.cli import main
+main()
+"""
+"""``sqew`` with a signal sent from inside the first event loop's constructor: the moment a
+SIGTERM once hit at random in a local ``message tail``, which makes a loop for each long poll
+(tests/engine/test_interrupted_wait.py has the same moment in the Python API)."""
+
+
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)],
+                         ids=["SIGINT", "SIGTERM"])
+def test_a_signal_while_a_long_poll_builds_its_event_loop_leaves_the_run_quiet(
+    local_sqew, signum: int, status: int
+) -> None:
+    sqew = local_sqew
+    sqew.arrange("q").close()
+    code = CUT_SHORT_LOOP.format(signal=signal.Signals(signum).name)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "--db", str(sqew.db), "message", "poll", "--queue", "q",
+         "--wait-ms", "5000"],
+        capture_output=True, cwd=sqew.cwd, env=sqew.env, preexec_fn=foreground,
+        timeout=TIMEOUT_S, check=False,
+    )
+    # Not "Exception ignored in ...": the loop the signal would have left half-built.
+    assert (proc.returncode, proc.stdout, proc.stderr) == (status, b"", b"")
+    with sqew.arrange() as client:
+        assert client.stats("q").leased == 0
+
+
 def _ignoring_sigint() -> None:
     # What a non-interactive shell gives a command it runs in the background (`sqew … &`).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
