@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import another_user
+import cli_runs
 import pytest
-from cli_support import sqew_binary
 
 import sqew
 
@@ -30,8 +30,8 @@ WRITES = (
 
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sqew_binary(), *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=60, check=False)
+    """``sqew args`` in ``cwd``, as every CLI test runs it (``cli_runs``)."""
+    return cli_runs.completed(list(args), cwd=cwd, env=cli_runs.environment())
 
 
 def test_commands_refuse_a_missing_database_and_create_nothing(tmp_path: Path) -> None:

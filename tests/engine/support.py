@@ -12,7 +12,17 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+import cli_runs
+
 SQEW_BIN = Path(sys.executable).with_name("sqew")
+
+
+def sqew_run(args: Sequence[str], cwd: Path) -> tuple[int, str, str]:
+    """Run ``sqew args`` in ``cwd`` as a user runs it, to its end; its exit status, stdout and
+    stderr. Through the tests' fork server (``cli_runs``): the command's own work, without a
+    new interpreter importing sqew for each."""
+    done = cli_runs.completed(list(args), cwd=cwd, env=cli_runs.environment())
+    return done.returncode, done.stdout, done.stderr
 
 
 class Procs:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .support import SQEW_BIN, Procs, finish
+from .support import Procs, finish, sqew_run
 
 HOLDER = r"""
 import sys, sqew
@@ -32,10 +32,10 @@ client.close()
 """
 
 
-def enqueue_cli(cwd: Path, db: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(SQEW_BIN), "--db", str(db), "message", "enqueue", "--queue", "q", "--payload",
-         '{"n": "cli"}'], cwd=cwd, capture_output=True, text=True, timeout=60, check=False)
+def enqueue_cli(cwd: Path, db: Path) -> tuple[int, str, str]:
+    """``sqew message enqueue`` into ``db``'s queue q (``sqew_run``)."""
+    return sqew_run(["--db", str(db), "message", "enqueue", "--queue", "q", "--payload",
+                     '{"n": "cli"}'], cwd)
 
 
 @pytest.mark.skipif(not Path("/proc/locks").exists(), reason="needs Linux's /proc/locks")
@@ -57,10 +57,10 @@ def test_a_deleted_wal_of_a_database_in_use_is_refused_not_replaced(
     conn.close()
     os.unlink(f"{db}-wal")
 
-    done = enqueue_cli(tmp_path, db)
-    assert done.returncode == 1, (done.stdout, done.stderr)
-    assert done.stderr.startswith("error: Unavailable: ") and "-wal" in done.stderr, done.stderr
-    assert "Traceback" not in done.stderr
+    code, out, err = enqueue_cli(tmp_path, db)
+    assert code == 1, (out, err)
+    assert err.startswith("error: Unavailable: ") and "-wal" in err, err
+    assert "Traceback" not in err
 
     holder.stdin.write("go\n")
     holder.stdin.flush()
@@ -76,4 +76,4 @@ def test_a_deleted_wal_of_a_database_in_use_is_refused_not_replaced(
         assert conn.execute("SELECT count(*) FROM messages").fetchone() == (60,)
     finally:
         conn.close()
-    assert enqueue_cli(tmp_path, db).returncode == 0  # nobody has it open: a new -wal is fine
+    assert enqueue_cli(tmp_path, db)[0] == 0  # nobody has it open: a new -wal is fine

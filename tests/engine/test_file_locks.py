@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .support import SQEW_BIN, Procs, finish
+from .support import Procs, finish, sqew_run
 
 HOLDER = r"""
 import sys, sqew
@@ -35,12 +35,10 @@ client.close()
 
 
 def sqew_cli(cwd: Path, *args: str) -> str:
-    """Run the installed ``sqew`` with ``args``; its stdout (the command must succeed)."""
-    done = subprocess.run(
-        [str(SQEW_BIN), *args], cwd=cwd, capture_output=True, text=True, timeout=60, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    """Run ``sqew`` with ``args`` (``sqew_run``); its stdout (the command must succeed)."""
+    code, out, err = sqew_run(args, cwd)
+    assert code == 0, err
+    return out
 
 
 def ready(cwd: Path, db: Path) -> int:

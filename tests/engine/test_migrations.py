@@ -26,7 +26,7 @@ from sqew import migrate
 from sqew.backends import revisions, schema
 from sqew.backends import sqlite as sqlite_backend
 
-from .support import SQEW_BIN, Procs, finish, sha256, wait_for
+from .support import Procs, finish, sha256, sqew_run, wait_for
 
 
 def sqlite_exec(db: Path, *statements: str) -> None:
@@ -224,7 +224,7 @@ def test_the_cli_refuses_with_one_error_line_and_leaves_the_target_untouched(
 ) -> None:
     target = REFUSED[case](tmp_path)
     before = snapshot(target)
-    code, out, err = finish(procs.spawn([str(SQEW_BIN), "--db", str(target), "queue", "list"]), 60)
+    code, out, err = sqew_run(["--db", str(target), "queue", "list"], procs.cwd)
     assert code == 1, (out, err)
     assert "Traceback" not in err + out
     lines = err.splitlines()
@@ -257,8 +257,8 @@ def test_db_upgrade_creates_a_database_and_is_then_a_no_op(
     make_db: Callable[[], Db], procs: Procs
 ) -> None:
     db = make_db()
-    argv = [str(SQEW_BIN), "--db", db.target, "db", "upgrade"]
-    code, out, err = finish(procs.spawn(argv), 60)
+    argv = ["--db", db.target, "db", "upgrade"]
+    code, out, err = sqew_run(argv, procs.cwd)
     assert code == 0, err
     assert migrate.head() in out
     assert db.rows("SELECT version_num FROM alembic_version") == [(migrate.head(),)]
@@ -266,7 +266,7 @@ def test_db_upgrade_creates_a_database_and_is_then_a_no_op(
         client.create_queue("kept")
         client.enqueue("kept", {"n": 1})
 
-    code, out, err = finish(procs.spawn(argv), 60)
+    code, out, err = sqew_run(argv, procs.cwd)
     assert code == 0, err
     assert migrate.head() in out
     assert db.rows("SELECT version_num FROM alembic_version") == [(migrate.head(),)]
@@ -296,10 +296,10 @@ def test_db_upgrade_brings_a_0001_database_with_messages_to_the_head(
         "available_at, expires_at, lifo) VALUES (1, '{\"n\": 1}', 0, 0, 1, 1, 9999999999999, "
         "FALSE)",
     )
-    code, out, err = finish(procs.spawn([str(SQEW_BIN), "--db", db.target, "queue", "list"]), 60)
+    code, out, err = sqew_run(["--db", db.target, "queue", "list"], procs.cwd)
     assert code == 1 and "run `sqew db upgrade`" in err, (out, err)
 
-    code, out, err = finish(procs.spawn([str(SQEW_BIN), "--db", db.target, "db", "upgrade"]), 60)
+    code, out, err = sqew_run(["--db", db.target, "db", "upgrade"], procs.cwd)
     assert code == 0, err
     assert db.rows("SELECT version_num FROM alembic_version") == [(migrate.head(),)]
     with contextlib.closing(sqew.Client(db.target)) as client:
@@ -319,8 +319,7 @@ def test_a_newer_or_foreign_database_is_refused_with_its_data_kept(
                     "INSERT INTO invoices (id, total) VALUES (1, 12.5)")
     for db in (newer, foreign):
         for command in (["queue", "list"], ["db", "upgrade"]):
-            code, out, err = finish(
-                procs.spawn([str(SQEW_BIN), "--db", db.target, *command]), 60)
+            code, out, err = sqew_run(["--db", db.target, *command], procs.cwd)
             assert code == 1, (out, err)
             assert len(err.splitlines()) == 1 and err.startswith("error: Unavailable: "), err
         with pytest.raises(sqew.errors.Unavailable):
@@ -333,7 +332,7 @@ def test_a_newer_or_foreign_database_is_refused_with_its_data_kept(
 def test_db_upgrade_refuses_a_newer_database_untouched(tmp_path: Path, procs: Procs) -> None:
     db = newer_sqew_db(tmp_path)
     before = snapshot(db)
-    code, out, err = finish(procs.spawn([str(SQEW_BIN), "--db", str(db), "db", "upgrade"]), 60)
+    code, out, err = sqew_run(["--db", str(db), "db", "upgrade"], procs.cwd)
     assert code == 1, (out, err)
     assert len(err.splitlines()) == 1 and err.startswith("error: ")
     assert_untouched(db, before)
@@ -398,8 +397,7 @@ def test_db_upgrade_keeps_keys_enforced_on_a_database_that_has_keys(
     keyed.execute("INSERT INTO api_keys (id, scopes, hash, created_at) "
                   "VALUES ('k1', 'admin', 'h', 1)")
     for db in (keyed, keyless):
-        code, _, err = finish(procs.spawn([str(SQEW_BIN), "--db", db.target, "db", "upgrade"]),
-                              60)
+        code, _, err = sqew_run(["--db", db.target, "db", "upgrade"], procs.cwd)
         assert code == 0, err
     assert keyed.rows("SELECT name, value FROM meta") == [("auth_required", "1")]
     assert keyless.rows("SELECT count(*) FROM meta") == [(0,)]
