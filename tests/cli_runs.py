@@ -12,6 +12,7 @@ import atexit
 import contextlib
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -20,8 +21,10 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO
 
 TIMEOUT_S = 60  # per run; a hung command fails its test instead of the suite
 
@@ -109,6 +112,32 @@ class ForkServer:
                 f.seek(0)  # the run wrote through its own descriptor of the same file
             return returncode, files[1].read(), files[2].read()
 
+    def start(self, argv: Sequence[str], *, cwd: Path | str | None,
+              env: dict[str, str]) -> ForkedRun:
+        """Start ``sqew argv`` with stdin empty and stdout and stderr pipes (text) and return
+        at once; it runs until it exits, as a ``subprocess.Popen`` of the binary does."""
+        request = json.dumps({"binary": sqew_binary(), "argv": list(argv),
+                              "cwd": str(cwd or os.getcwd()), "env": env}).encode()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            with open(os.devnull, "rb") as stdin:
+                conn.settimeout(TIMEOUT_S)
+                conn.connect(self.socket)
+                socket.send_fds(conn, [struct.pack("!I", len(request))],
+                                [stdin.fileno(), out_w, err_w])
+            conn.sendall(request)
+        except BaseException:
+            conn.close()
+            for fd in (out_r, err_r):
+                os.close(fd)
+            raise
+        finally:
+            for fd in (out_w, err_w):  # the run has its own: its end is the pipes' end
+                os.close(fd)
+        return ForkedRun([sqew_binary(), *argv], conn, open(out_r), open(err_r))
+
     def stop(self) -> None:
         """End the server by its PID (runs in progress finish on their own)."""
         if self.proc.poll() is None:
@@ -120,8 +149,91 @@ class ForkServer:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+class ForkedRun:
+    """A run ``ForkServer.start`` started, seen as a ``subprocess.Popen`` of the binary is:
+    ``pid``, ``stdout`` and ``stderr`` (text), ``poll``, ``wait``, ``send_signal``, ``kill``,
+    ``returncode`` (negative: the signal that ended it). The run is not this process's child:
+    its exit status comes from the fork server, which waits for it."""
+
+    def __init__(self, args: list[str], conn: socket.socket, stdout: IO[str],
+                 stderr: IO[str]) -> None:
+        self.args = args
+        self.stdin: IO[str] | None = None
+        self.stdout = stdout
+        self.stderr = stderr
+        self.returncode: int | None = None
+        self._conn = conn
+        self._received = b""
+        pid = self._line(TIMEOUT_S)
+        if pid is None:
+            conn.close()
+            raise RuntimeError("the fork server did not start the run")
+        self.pid = int(pid)
+
+    def poll(self) -> int | None:
+        """The exit status if the run has ended, else None."""
+        return self._status(0)
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the run to end; its exit status.
+
+        Raises:
+            subprocess.TimeoutExpired: it still runs after ``timeout`` seconds.
+        """
+        status = self._status(timeout)
+        if status is None:
+            raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        return status
+
+    def send_signal(self, sig: int) -> None:
+        """Send ``sig`` to the run, unless it has ended (as ``Popen.send_signal``)."""
+        if self.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def _status(self, timeout: float | None) -> int | None:
+        if self.returncode is None:
+            line = self._line(timeout)
+            if line is not None:
+                self.returncode = int(line)
+                self._conn.close()
+        return self.returncode
+
+    def _line(self, timeout: float | None) -> bytes | None:
+        """The fork server's next line, or None if none came within ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._received:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([self._conn], [], [], left)[0]:
+                return None
+            chunk = self._conn.recv(64)
+            if not chunk:
+                raise RuntimeError(f"the fork server's handler of run {self.args} went away")
+            self._received += chunk
+        line, self._received = self._received.split(b"\n", 1)
+        return line
+
+
 _server: ForkServer | None = None
 _starting = threading.Lock()
+
+
+def start(argv: Sequence[str], *, cwd: Path | str | None,
+          env: dict[str, str]) -> ForkedRun | subprocess.Popen[str]:
+    """Start ``sqew argv`` in ``cwd`` with exactly the environment ``env``, stdin empty, and
+    stdout and stderr pipes (text); it runs until it exits or is stopped by its PID. Forked
+    by the fork server (``SQEW_TEST_FORKSERVER=0``: the binary)."""
+    if os.environ.get("SQEW_TEST_FORKSERVER", "1") == "0":
+        return subprocess.Popen([sqew_binary(), *argv], cwd=cwd, env=env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    return fork_server().start(argv, cwd=cwd, env=env)
 
 
 def fork_server() -> ForkServer:

@@ -11,13 +11,16 @@ exit status, negative when a signal ended it, as from ``subprocess``.
 
 What differs from starting the binary: the import of sqew happened earlier, with the fork
 server's environment, and the modules are not torn down at exit. sqew reads its environment
-when a command runs, never at import, and the tests that are about starting a process
-(signals, ``sqew serve``, the quick start) start the real binary. ``SQEW_TEST_FORKSERVER=0``
-makes every run start the binary.
+when a command runs, never at import (but for prometheus-client's multiprocess mode: a
+``sqew serve --workers N`` starts the binary), and the tests that are about starting a
+process (signals, the quick start) start the real binary. ``SQEW_TEST_FORKSERVER=0`` makes
+every run start the binary.
 
 Protocol, one connection per run: the test sends a length-prefixed JSON request with three
 descriptors (stdin, stdout, stderr) attached; the server answers with the run's PID (a line),
-then, when it has ended, its exit status (a line).
+then, when it has ended, its exit status (a line). A run that the test waits for has files as
+stdout and stderr (``run``); one that goes on beside the test (``sqew serve``), pipes
+(``start``).
 
 Run as ``python forkserver.py SOCKET`` with a pipe as stdin; it serves until that pipe ends
 (the test process closed it, or died) or until it is killed by its PID.
@@ -149,6 +152,10 @@ def _become(request: dict[str, Any], fds: list[int]) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    if os.environ.get("PYTHONFAULTHANDLER"):  # what the interpreter does with it at startup
+        import faulthandler
+
+        faulthandler.enable()
     sys.argv = [request["binary"], *request["argv"]]
     from sqew.cli import main
 

@@ -261,12 +261,14 @@ def serve(db: Path | str, *args: str, env: dict[str, str] | None = None) -> Iter
     ``env`` adds variables (``SQEW_*`` of the test process are removed). The process and its
     workers are killed by PID at the end if still running.
     """
-    proc = subprocess.Popen(
-        [str(SQEW_BIN), "serve", "--db", str(db), "--port", "0", *args],
-        cwd=db.parent if isinstance(db, Path) else None,
-        env=cli_runs.environment(PYTHONFAULTHANDLER="1", **(env or {})),  # for _show_stacks
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+    argv = ["serve", "--db", str(db), "--port", "0", *args]
+    cwd = db.parent if isinstance(db, Path) else None
+    environ = cli_runs.environment(PYTHONFAULTHANDLER="1", **(env or {}))  # for _show_stacks
+    if "--workers" in args or "PROMETHEUS_MULTIPROC_DIR" in environ:  # read at import
+        proc: Any = subprocess.Popen([str(SQEW_BIN), *argv], cwd=cwd, env=environ,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    else:  # forked by the fork server: a process of its own, without a second of imports
+        proc = cli_runs.start(argv, cwd=cwd, env=environ)
     assert proc.stderr is not None
     log = Lines(proc.stderr)
     try:
