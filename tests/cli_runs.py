@@ -2,8 +2,9 @@
 (``forkserver.py``), or, with ``SQEW_TEST_FORKSERVER=0``, by starting the installed binary.
 
 ``run`` is what every test helper that runs a short ``sqew`` command calls
-(``tests/cli/cli_support.py`` and the server tests' ``cli`` helpers); tests about how a
-process starts or stops (signals, ``sqew serve``) start the binary themselves.
+(``tests/cli/cli_support.py`` and the server tests' ``cli`` helpers); ``start`` starts one that
+goes on beside the test (the server tests' ``sqew serve``). Tests about how a process starts
+(signals during its imports) start the binary themselves.
 """
 
 from __future__ import annotations
