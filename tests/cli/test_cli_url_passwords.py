@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import cli_runs
 import pytest
 
 SQEW = str(Path(sys.executable).with_name("sqew"))
@@ -24,8 +25,8 @@ URLS = [
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([SQEW, *args], capture_output=True, text=True, timeout=60,
-                          stdin=subprocess.DEVNULL)
+    """``sqew args``, as every CLI test runs it (``cli_runs``)."""
+    return cli_runs.completed(list(args), cwd=Path.cwd(), env=cli_runs.environment())
 
 
 @pytest.mark.parametrize("url", URLS)

@@ -17,12 +17,12 @@ import json
 import signal
 import socket
 import sqlite3
-import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import cli_runs
 import httpx
 import pytest
 
@@ -30,7 +30,6 @@ import sqew
 
 from .support import (
     LOG_WAITS,
-    SQEW_BIN,
     STOP_S,
     poll_in_background,
     read_response,
@@ -199,8 +198,8 @@ def test_a_port_in_use_and_a_bad_database_are_one_line_errors(tmp_path: Path) ->
     try:
         for args in (["--db", str(tmp_path / "x.db"), "--port", str(port)],
                      ["--db", str(tmp_path), "--port", "0"]):
-            result = subprocess.run([str(SQEW_BIN), "serve", *args], capture_output=True,
-                                    text=True, timeout=30, check=False)
+            result = cli_runs.completed(["serve", *args], cwd=tmp_path,
+                                        env=cli_runs.environment())
             assert result.returncode == 1, result
             lines = result.stderr.strip().splitlines()
             assert len(lines) == 1 and lines[0].startswith("error: Unavailable: "), result
@@ -219,8 +218,8 @@ def test_a_file_that_is_not_a_database_is_refused_untouched(
     db = tmp_path / "not.db"
     db.write_bytes(content)
     before = hashlib.sha256(content).hexdigest()
-    result = subprocess.run([str(SQEW_BIN), "serve", "--db", str(db), "--port", "0"],
-                            capture_output=True, text=True, timeout=60, check=False)
+    result = cli_runs.completed(["serve", "--db", str(db), "--port", "0"], cwd=tmp_path,
+                                env=cli_runs.environment())
     assert result.returncode == 1, result
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: Unavailable: "), result.stderr
@@ -231,8 +230,8 @@ def test_a_file_that_is_not_a_database_is_refused_untouched(
 
 def test_a_database_in_a_missing_directory_is_a_one_line_error(tmp_path: Path) -> None:
     db = tmp_path / "missing" / "x.db"
-    result = subprocess.run([str(SQEW_BIN), "serve", "--db", str(db), "--port", "0"],
-                            capture_output=True, text=True, timeout=60, check=False)
+    result = cli_runs.completed(["serve", "--db", str(db), "--port", "0"], cwd=tmp_path,
+                                env=cli_runs.environment())
     assert result.returncode == 1, result
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: Unavailable: "), result.stderr
