@@ -77,8 +77,10 @@ class Traced:
         self.provider.add_span_processor(self.spans)
         self.tracer: Tracer = self.provider.get_tracer("tests")
         self.db = db
-        self.server = ServerThread(server_settings(db), reaper_timer=False,
-                                   tracer_provider=self.provider)
+        # Commit time is no overload here: a test holds the write lock while its enqueues
+        # gather, however long a loaded machine takes to send them all.
+        self.server = ServerThread(server_settings(db, overload_commit_ms=0),
+                                   reaper_timer=False, tracer_provider=self.provider)
         self.url = self.server.url
 
     def close(self) -> None:
