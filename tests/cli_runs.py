@@ -42,11 +42,13 @@ def environment(**extra: str) -> dict[str, str]:
     return {**{k: v for k, v in os.environ.items() if not k.startswith("SQEW_")}, **extra}
 
 
-def run(argv: Sequence[str], *, cwd: Path | str, env: dict[str, str],
+def run(argv: Sequence[str], *, cwd: Path | str, env: dict[str, str] | None = None,
         stdin: bytes | None = None) -> tuple[int, bytes, bytes]:
-    """Run ``sqew argv`` in ``cwd`` with exactly the environment ``env`` and ``stdin`` (empty
-    if None); its exit status (negative: the signal that ended it), stdout and stderr. A run
-    still going after ``TIMEOUT_S`` is killed by its PID (``subprocess.TimeoutExpired``)."""
+    """Run ``sqew argv`` in ``cwd`` with exactly the environment ``env`` (default:
+    ``environment()``) and ``stdin`` (empty if None); its exit status (negative: the signal
+    that ended it), stdout and stderr. A run still going after ``TIMEOUT_S`` is killed by its
+    PID (``subprocess.TimeoutExpired``)."""
+    env = environment() if env is None else env
     if os.environ.get("SQEW_TEST_FORKSERVER", "1") == "0":
         proc = subprocess.run([sqew_binary(), *argv], input=stdin or b"", capture_output=True,
                               cwd=cwd, env=env, timeout=TIMEOUT_S, check=False)
@@ -54,7 +56,7 @@ def run(argv: Sequence[str], *, cwd: Path | str, env: dict[str, str],
     return fork_server().run(argv, cwd=cwd, env=env, stdin=stdin)
 
 
-def completed(argv: Sequence[str], *, cwd: Path | str, env: dict[str, str],
+def completed(argv: Sequence[str], *, cwd: Path | str, env: dict[str, str] | None = None,
               stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     """``run`` with text in and out, as ``subprocess.run(..., text=True)`` returns it."""
     returncode, out, err = run(argv, cwd=cwd, env=env,
@@ -89,26 +91,19 @@ class ForkServer:
             stdin: bytes | None) -> tuple[int, bytes, bytes]:
         """Run ``sqew argv``; its exit status, stdout and stderr. A run still going after
         ``TIMEOUT_S`` is killed by its PID and raises ``subprocess.TimeoutExpired``."""
-        request = json.dumps({"binary": sqew_binary(), "argv": list(argv), "cwd": str(cwd),
-                              "env": env}).encode()
         with contextlib.ExitStack() as stack:
             files = [stack.enter_context(tempfile.TemporaryFile()) for _ in range(3)]
             files[0].write(stdin or b"")
             files[0].seek(0)
-            conn = stack.enter_context(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
-            conn.settimeout(TIMEOUT_S)
-            conn.connect(self.socket)
-            socket.send_fds(conn, [struct.pack("!I", len(request))],
-                            [f.fileno() for f in files])
-            conn.sendall(request)
-            reader = stack.enter_context(conn.makefile("rb"))
-            pid = int(reader.readline())
+            proc = ForkedRun([sqew_binary(), *argv],
+                             self._request(argv, cwd, env, [f.fileno() for f in files]))
             try:
-                returncode = int(reader.readline())
-            except (TimeoutError, ValueError):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-                raise subprocess.TimeoutExpired(["sqew", *argv], TIMEOUT_S) from None
+                returncode = proc.wait(TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(TIMEOUT_S)  # its status: the connection is then closed
+                raise
             for f in files[1:]:
                 f.seek(0)  # the run wrote through its own descriptor of the same file
             return returncode, files[1].read(), files[2].read()
@@ -117,20 +112,13 @@ class ForkServer:
               env: dict[str, str]) -> ForkedRun:
         """Start ``sqew argv`` with stdin empty and stdout and stderr pipes (text) and return
         at once; it runs until it exits, as a ``subprocess.Popen`` of the binary does."""
-        request = json.dumps({"binary": sqew_binary(), "argv": list(argv),
-                              "cwd": str(cwd or os.getcwd()), "env": env}).encode()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             with open(os.devnull, "rb") as stdin:
-                conn.settimeout(TIMEOUT_S)
-                conn.connect(self.socket)
-                socket.send_fds(conn, [struct.pack("!I", len(request))],
-                                [stdin.fileno(), out_w, err_w])
-            conn.sendall(request)
+                conn = self._request(argv, cwd or os.getcwd(), env,
+                                     [stdin.fileno(), out_w, err_w])
         except BaseException:
-            conn.close()
             for fd in (out_r, err_r):
                 os.close(fd)
             raise
@@ -138,6 +126,23 @@ class ForkServer:
             for fd in (out_w, err_w):  # the run has its own: its end is the pipes' end
                 os.close(fd)
         return ForkedRun([sqew_binary(), *argv], conn, open(out_r), open(err_r))
+
+    def _request(self, argv: Sequence[str], cwd: Path | str, env: dict[str, str],
+                 fds: list[int]) -> socket.socket:
+        """Ask for a run of ``sqew argv`` with ``fds`` as its stdin, stdout and stderr; the
+        connection its PID and then its exit status come on (``ForkedRun`` reads them)."""
+        request = json.dumps({"binary": sqew_binary(), "argv": list(argv), "cwd": str(cwd),
+                              "env": env}).encode()
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.settimeout(TIMEOUT_S)
+            conn.connect(self.socket)
+            socket.send_fds(conn, [struct.pack("!I", len(request))], fds)
+            conn.sendall(request)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def stop(self) -> None:
         """End the server by its PID (runs in progress finish on their own)."""
@@ -151,13 +156,14 @@ class ForkServer:
 
 
 class ForkedRun:
-    """A run ``ForkServer.start`` started, seen as a ``subprocess.Popen`` of the binary is:
-    ``pid``, ``stdout`` and ``stderr`` (text), ``poll``, ``wait``, ``send_signal``, ``kill``,
-    ``returncode`` (negative: the signal that ended it). The run is not this process's child:
-    its exit status comes from the fork server, which waits for it."""
+    """A run the fork server started, seen as a ``subprocess.Popen`` of the binary is:
+    ``pid``, ``stdout`` and ``stderr`` (text pipes, from ``ForkServer.start``), ``poll``,
+    ``wait``, ``send_signal``, ``kill``, ``returncode`` (negative: the signal that ended it).
+    The run is not this process's child: its exit status comes from the fork server, which
+    waits for it."""
 
-    def __init__(self, args: list[str], conn: socket.socket, stdout: IO[str],
-                 stderr: IO[str]) -> None:
+    def __init__(self, args: list[str], conn: socket.socket, stdout: IO[str] | None = None,
+                 stderr: IO[str] | None = None) -> None:
         self.args = args
         self.stdin: IO[str] | None = None
         self.stdout = stdout
@@ -225,12 +231,14 @@ _server: ForkServer | None = None
 _starting = threading.Lock()
 
 
-def start(argv: Sequence[str], *, cwd: Path | str | None,
-          env: dict[str, str]) -> ForkedRun | subprocess.Popen[str]:
-    """Start ``sqew argv`` in ``cwd`` with exactly the environment ``env``, stdin empty, and
-    stdout and stderr pipes (text); it runs until it exits or is stopped by its PID. Forked
-    by the fork server (``SQEW_TEST_FORKSERVER=0``: the binary)."""
-    if os.environ.get("SQEW_TEST_FORKSERVER", "1") == "0":
+def start(argv: Sequence[str], *, cwd: Path | str | None, env: dict[str, str] | None = None,
+          binary: bool = False) -> ForkedRun | subprocess.Popen[str]:
+    """Start ``sqew argv`` in ``cwd`` with exactly the environment ``env`` (default:
+    ``environment()``), stdin empty, and stdout and stderr pipes (text); it runs until it
+    exits or is stopped by its PID. Forked by the fork server, or started as the binary when
+    ``binary`` says so (or ``SQEW_TEST_FORKSERVER=0``)."""
+    env = environment() if env is None else env
+    if binary or os.environ.get("SQEW_TEST_FORKSERVER", "1") == "0":
         return subprocess.Popen([sqew_binary(), *argv], cwd=cwd, env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)

@@ -31,7 +31,7 @@ WRITES = (
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """``sqew args`` in ``cwd``, as every CLI test runs it (``cli_runs``)."""
-    return cli_runs.completed(list(args), cwd=cwd, env=cli_runs.environment())
+    return cli_runs.completed(list(args), cwd=cwd)
 
 
 def test_commands_refuse_a_missing_database_and_create_nothing(tmp_path: Path) -> None:

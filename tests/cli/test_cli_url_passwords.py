@@ -26,7 +26,7 @@ URLS = [
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     """``sqew args``, as every CLI test runs it (``cli_runs``)."""
-    return cli_runs.completed(list(args), cwd=Path.cwd(), env=cli_runs.environment())
+    return cli_runs.completed(list(args), cwd=Path.cwd())
 
 
 @pytest.mark.parametrize("url", URLS)

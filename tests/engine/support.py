@@ -21,7 +21,7 @@ def sqew_run(args: Sequence[str], cwd: Path) -> tuple[int, str, str]:
     """Run ``sqew args`` in ``cwd`` as a user runs it, to its end; its exit status, stdout and
     stderr. Through the tests' fork server (``cli_runs``): the command's own work, without a
     new interpreter importing sqew for each."""
-    done = cli_runs.completed(list(args), cwd=cwd, env=cli_runs.environment())
+    done = cli_runs.completed(list(args), cwd=cwd)
     return done.returncode, done.stdout, done.stderr
 
 

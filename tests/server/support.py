@@ -264,11 +264,10 @@ def serve(db: Path | str, *args: str, env: dict[str, str] | None = None) -> Iter
     argv = ["serve", "--db", str(db), "--port", "0", *args]
     cwd = db.parent if isinstance(db, Path) else None
     environ = cli_runs.environment(PYTHONFAULTHANDLER="1", **(env or {}))  # for _show_stacks
-    if "--workers" in args or "PROMETHEUS_MULTIPROC_DIR" in environ:  # read at import
-        proc: Any = subprocess.Popen([str(SQEW_BIN), *argv], cwd=cwd, env=environ,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    else:  # forked by the fork server: a process of its own, without a second of imports
-        proc = cli_runs.start(argv, cwd=cwd, env=environ)
+    # Forked by the fork server (a process of its own, without a second of imports), but for
+    # prometheus-client's multiprocess mode, whose directory the library reads at import.
+    proc = cli_runs.start(argv, cwd=cwd, env=environ, binary="--workers" in args
+                          or "PROMETHEUS_MULTIPROC_DIR" in environ)
     assert proc.stderr is not None
     log = Lines(proc.stderr)
     try:

@@ -325,7 +325,7 @@ def test_what_enqueue_takes_is_polled_back_and_what_it_refuses_is_unreadable(
 # --- the CLI -------------------------------------------------------------------------------------
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """The installed ``sqew`` with ``args`` (no SQEW_* of the test process)."""
-    return cli_runs.completed(args, cwd=cwd, env=cli_runs.environment())
+    return cli_runs.completed(args, cwd=cwd)
 
 
 @pytest.fixture(params=["db", "url"])

@@ -198,8 +198,7 @@ def test_a_port_in_use_and_a_bad_database_are_one_line_errors(tmp_path: Path) ->
     try:
         for args in (["--db", str(tmp_path / "x.db"), "--port", str(port)],
                      ["--db", str(tmp_path), "--port", "0"]):
-            result = cli_runs.completed(["serve", *args], cwd=tmp_path,
-                                        env=cli_runs.environment())
+            result = cli_runs.completed(["serve", *args], cwd=tmp_path)
             assert result.returncode == 1, result
             lines = result.stderr.strip().splitlines()
             assert len(lines) == 1 and lines[0].startswith("error: Unavailable: "), result
@@ -218,8 +217,7 @@ def test_a_file_that_is_not_a_database_is_refused_untouched(
     db = tmp_path / "not.db"
     db.write_bytes(content)
     before = hashlib.sha256(content).hexdigest()
-    result = cli_runs.completed(["serve", "--db", str(db), "--port", "0"], cwd=tmp_path,
-                                env=cli_runs.environment())
+    result = cli_runs.completed(["serve", "--db", str(db), "--port", "0"], cwd=tmp_path)
     assert result.returncode == 1, result
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: Unavailable: "), result.stderr
@@ -230,8 +228,7 @@ def test_a_file_that_is_not_a_database_is_refused_untouched(
 
 def test_a_database_in_a_missing_directory_is_a_one_line_error(tmp_path: Path) -> None:
     db = tmp_path / "missing" / "x.db"
-    result = cli_runs.completed(["serve", "--db", str(db), "--port", "0"], cwd=tmp_path,
-                                env=cli_runs.environment())
+    result = cli_runs.completed(["serve", "--db", str(db), "--port", "0"], cwd=tmp_path)
     assert result.returncode == 1, result
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: Unavailable: "), result.stderr
