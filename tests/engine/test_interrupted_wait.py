@@ -17,6 +17,9 @@ PROGRAM = """
 import importlib, os, signal, sys
 import sqew
 
+# A shell that starts a job in the background leaves it ignoring SIGINT, and a child inherits
+# that: this program takes Ctrl-C as an interactive one does, however the suite was started.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 module, name = {where!r}.split(":")
 cls = getattr(importlib.import_module(module), name)
 build = cls.__init__
