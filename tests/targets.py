@@ -300,6 +300,10 @@ class TargetSpec:
         return target
 
 
+MEETING_FILES = ("test_long_poll.py", "test_ack_nack.py", "test_enqueue_many.py")
+"""The contract files a target runs whose client and store each run every file elsewhere: where
+a client kind and a backend meet (long polls, leases, batches)."""
+
 TARGETS: tuple[TargetSpec, ...] = (
     TargetSpec("local-sqlite", sqlite, local),
     TargetSpec("http-sqlite", sqlite, http),
@@ -307,11 +311,14 @@ TARGETS: tuple[TargetSpec, ...] = (
     TargetSpec("http-postgres", postgres, http, marks=(pytest.mark.postgres,)),
     TargetSpec("async-local-sqlite", sqlite, async_local),
     TargetSpec("async-http-sqlite", sqlite, async_http),
-    TargetSpec("async-local-postgres", postgres, async_local, marks=(pytest.mark.postgres,)),
-    # Its client is async-http-sqlite's and its server http-postgres's: a few files check
-    # that they meet (waits, leases, batches).
+    # Its client is async-local-sqlite's and its store local-postgres's, each run on every
+    # file: a few files check that they meet (waits on the store's notifications, leases,
+    # batches).
+    TargetSpec("async-local-postgres", postgres, async_local, marks=(pytest.mark.postgres,),
+               files=MEETING_FILES),
+    # Its client is async-http-sqlite's and its server http-postgres's: the same few files.
     TargetSpec("async-http-postgres", postgres, async_http, marks=(pytest.mark.postgres,),
-               files=("test_long_poll.py", "test_ack_nack.py", "test_enqueue_many.py")),
+               files=MEETING_FILES),
 )
 SYNC_TARGETS = tuple(spec for spec in TARGETS if not spec.id.startswith("async-"))
 """The targets whose client is a ``sqew.Client`` itself: what runs on top of a Client (the
