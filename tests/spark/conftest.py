@@ -1,5 +1,13 @@
 """A real local Spark session per test module (``local[2]``), with sqew's data source.
 
+The modules' sessions are new sessions (``SparkSession.newSession``) of one SparkContext per
+process (``SparkContexts``): each has its own SQL settings and registered data sources, and
+they share the context's JVM-side state and Python workers. A context starts PySpark's Python
+daemons (a data source's lookup, planning, writing and committing each have their own) the
+first time a module uses them, seconds of CPU that every new context would spend again. A
+module that needs other core settings (a master, ``spark.buffer.size``) gets a context of
+its own: the shared one is stopped and another started.
+
 Skipped when pyspark is not installed (it comes with the ``spark`` extra:
 ``SQEW_EXTRAS=test,spark``), unless ``SQEW_REQUIRE_SPARK`` is set, as ``./scripts/test`` sets it
 when it installs that extra: then a missing pyspark is an error.
@@ -11,7 +19,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -61,14 +69,50 @@ def make_session(tmp: Path, master: str = "local[2]", *, register: bool = True,
     return spark
 
 
-@pytest.fixture(scope="module")
-def spark_tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("spark")
+class SparkContexts:
+    """This process's SparkContext, shared by the Spark test modules (see the module
+    docstring); ``stop()`` stops it."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self._root: Any = None
+        self._built_for: tuple[str, tuple[tuple[str, str], ...]] | None = None
+
+    def session(self, master: str = "local[2]", *, register: bool = True,
+                core: Mapping[str, str] | None = None, **sql: str) -> Any:
+        """A new session with the SQL settings ``sql``, on a context of ``master`` and the
+        ``core`` settings (the running one when it has them); ``register=False`` leaves the
+        ``sqew`` format to PySpark's own discovery."""
+        import sqew.spark
+
+        wanted = (master, tuple(sorted((core or {}).items())))
+        if self._root is None or self._built_for != wanted:
+            self.stop()
+            self._root = make_session(self.tmp, master, register=False, **dict(wanted[1]))
+            self._built_for = wanted
+        session = self._root.newSession()
+        for key, value in sql.items():
+            session.conf.set(key, value)
+        if register:
+            sqew.spark.register(session)
+        return session
+
+    def stop(self) -> None:
+        """Stop the context, if one runs."""
+        if self._root is not None:
+            self._root.stop()
+            self._root = None
+
+
+@pytest.fixture(scope="session")
+def spark_contexts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkContexts]:
+    """The process's shared SparkContext, stopped at the end of the run."""
+    contexts = SparkContexts(tmp_path_factory.mktemp("spark"))
+    yield contexts
+    contexts.stop()
 
 
 @pytest.fixture(scope="module")
-def spark(spark_tmp: Path) -> Iterator[Any]:
+def spark(spark_contexts: SparkContexts) -> Any:
     """The module's session (``local[2]``); a module needing other settings overrides it."""
-    session = make_session(spark_tmp)
-    yield session
-    session.stop()
+    return spark_contexts.session()

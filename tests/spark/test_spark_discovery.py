@@ -8,24 +8,22 @@ PySpark 4 imports the top-level modules named ``pyspark_*`` and registers their
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import sqew
-from tests.spark.conftest import make_session
+from tests.spark.conftest import SparkContexts
 
 pytestmark = pytest.mark.spark
 
 
 @pytest.fixture(scope="module")
-def spark(spark_tmp: Path) -> Iterator[Any]:
-    """A session on which nobody called ``sqew.spark.register``."""
-    session = make_session(spark_tmp, register=False)
-    yield session
-    session.stop()
+def spark(spark_contexts: SparkContexts) -> Any:
+    """A session on which nobody called ``sqew.spark.register`` (registrations belong to the
+    session that made them: the other modules' sessions share none with this one)."""
+    return spark_contexts.session(register=False)
 
 
 def test_the_format_is_found_without_registering(spark: Any, tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import make_session
+from conftest import SparkContexts
 
 import sqew
 from sqew import models
@@ -17,14 +17,11 @@ pytestmark = pytest.mark.spark
 
 
 @pytest.fixture(scope="module")
-def spark(spark_tmp: Path) -> Iterator[Any]:
+def spark(spark_contexts: SparkContexts) -> Any:
     # local[2,2]: two cores, and a failed task is retried once (local mode's maxFailures).
     # Small Arrow batches, so a task's rows reach the writer while later rows are computed.
-    session = make_session(spark_tmp, "local[2,2]",
-                           **{"spark.sql.execution.arrow.maxRecordsPerBatch": "500",
-                              "spark.buffer.size": "4096"})
-    yield session
-    session.stop()
+    return spark_contexts.session("local[2,2]", core={"spark.buffer.size": "4096"},
+                                  **{"spark.sql.execution.arrow.maxRecordsPerBatch": "500"})
 
 
 @pytest.fixture
