@@ -6,18 +6,24 @@ SIGINT or SIGTERM drains, and the run ends with a summary on stdout and exit sta
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from sqew.cli import output
 from sqew.cli.state import State, current
 from sqew.cli.worker import logging_for
-from sqew.relay import Relay
-from sqew.relay.runner import check_url
+
+if TYPE_CHECKING:
+    from sqew.relay import Relay
+
+# sqew.relay is imported by the relay command alone: it brings in httpx, about a tenth of
+# the startup of every other command (they all register this one).
 
 
 def _url(value: str) -> str:
+    from sqew.relay.runner import check_url
+
     try:
         check_url(value)
     except ValueError as exc:
@@ -62,6 +68,8 @@ def relay(
 
         sqew relay --queue orders --to https://hooks.example.com/orders --concurrency 8
     """
+    from sqew.relay import Relay
+
     state = current(ctx)
     r = Relay(state.client, queue, to, concurrency=concurrency, timeout_s=timeout,
               hmac_secret=state.hmac_secret, ca_cert=to_ca_cert, visibility_ms=visibility_ms,

@@ -13,7 +13,9 @@ What it states, encoded here:
 - ``core ← sqs ← server``: the SQS adapter calls the core and imports no web framework, no
   backend; nothing below the server imports it.
 - "The CLI imports ``server`` only inside ``serve``": only ``sqew/cli/serve.py`` imports
-  ``sqew.server``, and only inside a function (so ``sqew --help`` never loads the web stack).
+  ``sqew.server``, and only inside a function (so ``sqew --help`` never loads the web stack);
+  likewise only ``sqew/cli/relay.py`` imports ``sqew.relay``, inside a function (so a command
+  on a database never loads httpx).
 - ``telemetry`` (traces) is used by the core, the clients and the server alike, so it sits just
   above ``models``: it imports no sqew module but ``errors`` and ``models``, and nothing of
   HTTP or the CLI; the core reaches OpenTelemetry through its API only (never the SDK, an
@@ -65,9 +67,12 @@ def imports_of(path: Path) -> list[Import]:
     if path.name != "__init__.py":
         package = package.rpartition(".")[0]
     top = {id(node) for node in tree.body}
-    # An import nested in an `if`/`try` at module level still runs on import: count it as top level.
+    # An import nested in an `if`/`try` at module level still runs on import: count it as top
+    # level; an `if TYPE_CHECKING:` body never runs (only its `else`).
     for node in tree.body:
-        if isinstance(node, ast.If | ast.Try):
+        if isinstance(node, ast.If) and _type_checking(node.test):
+            top.update(id(n) for branch in node.orelse for n in ast.walk(branch))
+        elif isinstance(node, ast.If | ast.Try):
             top.update(id(n) for n in ast.walk(node))
     found: list[Import] = []
     for node in ast.walk(tree):
@@ -86,6 +91,12 @@ def imports_of(path: Path) -> list[Import]:
             found.append(Import(mod, node.lineno, at_top, stem=True))
             found += [Import(f"{mod}.{alias.name}", node.lineno, at_top) for alias in node.names]
     return found
+
+
+def _type_checking(test: ast.expr) -> bool:
+    """Whether an ``if`` tests ``TYPE_CHECKING`` (or ``typing.TYPE_CHECKING``)."""
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
 def is_under(name: str, prefix: str) -> bool:
@@ -170,11 +181,13 @@ def test_the_server_never_imports_the_cli() -> None:
     assert violations(sources("server"), ("sqew.cli",)) == []
 
 
-def test_the_cli_imports_the_server_only_inside_serve() -> None:
+@pytest.mark.parametrize(("module", "command"), [("sqew.server", "serve.py"),
+                                                 ("sqew.relay", "relay.py")])
+def test_the_cli_imports_a_heavy_part_only_inside_its_command(module: str, command: str) -> None:
     bad = []
     for f in sources("cli"):
         for imp in imports_of(f):
-            if is_under(imp.module, "sqew.server") and (f.name != "serve.py" or imp.top_level):
+            if is_under(imp.module, module) and (f.name != command or imp.top_level):
                 bad.append(f"{f.relative_to(PACKAGE.parent)}:{imp.line} imports {imp.module}")
     assert bad == []
 
@@ -185,3 +198,5 @@ def test_the_import_scanner_sees_nested_and_relative_imports() -> None:
     sqlite_py = PACKAGE / "backends" / "sqlite" / "backend.py"
     nested = [i for i in imports_of(sqlite_py) if i.module == "sqew.migrate"]
     assert nested and not any(i.top_level for i in nested)
+    for_types = [i for i in imports_of(PACKAGE / "cli" / "relay.py") if i.module == "sqew.relay"]
+    assert for_types and not any(i.top_level for i in for_types)  # under `if TYPE_CHECKING:`
