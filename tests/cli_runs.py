@@ -36,6 +36,11 @@ def sqew_binary() -> str:
     return str(beside) if beside.exists() else (shutil.which("sqew") or str(beside))
 
 
+def forking() -> bool:
+    """Whether runs are forked by the fork server (not under ``SQEW_TEST_FORKSERVER=0``)."""
+    return os.environ.get("SQEW_TEST_FORKSERVER", "1") != "0"
+
+
 def environment(**extra: str) -> dict[str, str]:
     """This process's environment without any ``SQEW_*`` variable, plus ``extra``: what a
     test's command starts from, so the suite's own settings never leak into it."""
@@ -49,7 +54,7 @@ def run(argv: Sequence[str], *, cwd: Path | str, env: dict[str, str] | None = No
     that ended it), stdout and stderr. A run still going after ``TIMEOUT_S`` is killed by its
     PID (``subprocess.TimeoutExpired``)."""
     env = environment() if env is None else env
-    if os.environ.get("SQEW_TEST_FORKSERVER", "1") == "0":
+    if not forking():
         proc = subprocess.run([sqew_binary(), *argv], input=stdin or b"", capture_output=True,
                               cwd=cwd, env=env, timeout=TIMEOUT_S, check=False)
         return proc.returncode, proc.stdout, proc.stderr
@@ -238,7 +243,7 @@ def start(argv: Sequence[str], *, cwd: Path | str | None, env: dict[str, str] | 
     exits or is stopped by its PID. Forked by the fork server, or started as the binary when
     ``binary`` says so (or ``SQEW_TEST_FORKSERVER=0``)."""
     env = environment() if env is None else env
-    if binary or os.environ.get("SQEW_TEST_FORKSERVER", "1") == "0":
+    if binary or not forking():
         return subprocess.Popen([sqew_binary(), *argv], cwd=cwd, env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)

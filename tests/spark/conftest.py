@@ -88,7 +88,7 @@ class SparkContexts:
         wanted = (master, tuple(sorted((core or {}).items())))
         if self._root is None or self._built_for != wanted:
             self.stop()
-            self._root = make_session(self.tmp, master, register=False, **dict(wanted[1]))
+            self._root = make_session(self.tmp, master, register=False, **(core or {}))
             self._built_for = wanted
         session = self._root.newSession()
         for key, value in sql.items():
