@@ -56,7 +56,7 @@ class Checkpointer:
 
     def close(self) -> None:
         """Stop the thread (the last connection to close checkpoints what is left)."""
-        self._stopping.set()
+        self._stopping.set()  # before the wake-up: the thread looks at it after every pass
         self._dirty.set()
         self._thread.join()
 
@@ -64,7 +64,11 @@ class Checkpointer:
         conn: sqlite3.Connection | None = None
         lock: LockFile | None = None
         try:
-            while True:
+            # A close that comes after the gathering pause ended but before ``_dirty`` is
+            # cleared has its wake-up cleared with the commits': ``_stopping`` is looked at
+            # again before the thread waits for the next commit, or it would wait for ever
+            # (and ``close`` with it).
+            while not self._stopping.is_set():
                 self._dirty.wait()
                 if self._stopping.wait(CHECKPOINT_INTERVAL_S):  # meanwhile, commits gather
                     return
