@@ -14,11 +14,10 @@ from sqew.cli import output
 from sqew.cli.state import State, current
 from sqew.cli.worker import logging_for
 
+# sqew.relay is imported by the relay command alone (and its --to check): it brings in httpx,
+# about a tenth of the startup of every other command (they all register this one).
 if TYPE_CHECKING:
     from sqew.relay import Relay
-
-# sqew.relay is imported by the relay command alone: it brings in httpx, about a tenth of
-# the startup of every other command (they all register this one).
 
 
 def _url(value: str) -> str:

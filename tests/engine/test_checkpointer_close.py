@@ -16,7 +16,6 @@ from pathlib import Path
 
 import sqew
 from sqew.backends.sqlite import checkpoint
-from sqew.backends.sqlite.checkpoint import Checkpointer
 
 CLOSE_S = 10
 
@@ -26,7 +25,7 @@ class CloseWhenThePauseEnds(threading.Event):
     is called (in another thread) and has set the stop and the wake-up before the
     checkpointer goes on."""
 
-    def __init__(self, checkpointer: Checkpointer) -> None:
+    def __init__(self, checkpointer: checkpoint.Checkpointer) -> None:
         super().__init__()
         self.checkpointer = checkpointer
         self.closer: threading.Thread | None = None
@@ -48,7 +47,7 @@ def test_a_close_right_after_the_pause_stops_the_thread(tmp_path: Path) -> None:
     db = tmp_path / "q.db"
     with sqew.Client(db) as client:
         client.create_queue("q")
-    checkpointer = Checkpointer(db, lambda: sqlite3.connect(db))
+    checkpointer = checkpoint.Checkpointer(db, lambda: sqlite3.connect(db))
     stop = CloseWhenThePauseEnds(checkpointer)
     checkpointer._stopping = stop
     checkpointer.wrote()  # a commit: the thread pauses, then its pass begins
