@@ -33,8 +33,9 @@ class CloseWhenThePauseEnds(threading.Event):
     def wait(self, timeout: float | None = None) -> bool:
         stopped = super().wait(timeout)
         if timeout == checkpoint.CHECKPOINT_INTERVAL_S and not stopped and self.closer is None:
-            self.closer = threading.Thread(target=self.checkpointer.close, daemon=True)
-            self.closer.start()
+            closer = threading.Thread(target=self.checkpointer.close, daemon=True)
+            closer.start()
+            self.closer = closer  # (started: the test joins it once it sees it)
             deadline = time.monotonic() + CLOSE_S
             # close() sets the stop, then the wake-up, then joins the thread
             while not (self.is_set() and self.checkpointer._dirty.is_set()):
