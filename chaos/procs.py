@@ -90,16 +90,6 @@ class User:
         return {"user": self.uid, "group": self.gid, "extra_groups": []}
 
 
-SQEW_COMMAND = "CHAOS_SQEW_COMMAND"
-"""The variable that gives a workload process the ``sqew`` command (JSON) of its ``User``."""
-
-
-def sqew_command() -> list[str]:
-    """The ``sqew`` command of this process: its ``User``'s, or the installed one."""
-    given = os.environ.get(SQEW_COMMAND)
-    return list(json.loads(given)) if given else [str(SQEW_BIN)]
-
-
 def start_workload(argv: list[str], log: Path,
                    user: User | None = None) -> multiprocessing.process.BaseProcess:
     """A workload process (``chaos.workload``) with ``argv``, its output appended to ``log``.
@@ -111,7 +101,7 @@ def start_workload(argv: list[str], log: Path,
     all the same (its own PID, killed and stopped by it, its own connections)."""
     env = child_env()
     if user is not None:
-        env.update({**user.env, SQEW_COMMAND: json.dumps(user.sqew)})
+        env.update(user.env)
     proc = _FORKS.Process(target=_workload, args=(argv, str(log), env, user),
                           name=f"chaos-workload {argv[0]}")
     proc.start()

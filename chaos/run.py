@@ -143,7 +143,7 @@ def _slots(run: Run) -> list[Slot]:
                "cli": run.target}
     if run.pg is not None:  # the Clients (in process and over HTTP); no command line
         del targets["cli"]
-    # A command costs a process start (most of a second of CPU): the CLI's pace is slower.
+    # A command costs a process of its own (a fork and its work): the CLI's pace is slower.
     pace = {"local": "0.01", "http": "0.01", "cli": "0.3"}
     out = []
     for kind, target in targets.items():

@@ -2,7 +2,9 @@
 
 - ``local``: ``sqew.Client`` on the SQLite file (the engine in the process);
 - ``http``: ``sqew.Client`` over HTTP to a ``sqew serve`` on 127.0.0.1;
-- ``cli``: the installed ``sqew`` command in a subprocess per call, with ``--json``.
+- ``cli``: the ``sqew`` command line in a process per call, with ``--json``: each call is
+  ``sqew``'s entry point run in a child forked from the workload process, which imported the
+  command line once (``chaos.preload``), so a call costs a command's work, not its imports.
 
 A call either answers, raises ``Refused`` (sqew answered with an error code: the operation
 did not happen) or raises ``NoAnswer`` (no answer came: it may or may not have happened).
@@ -12,11 +14,10 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
 from typing import Any, Protocol
 
 import sqew
-from chaos.procs import sqew_command
+from chaos.suite import from_tests
 from sqew import errors
 
 CLI_TIMEOUT_S = 60.0
@@ -126,24 +127,25 @@ class CliTransport:
 
     def __init__(self, target: str) -> None:
         flag = "--url" if target.startswith("http") else "--db"
-        self._base = [*sqew_command(), flag, target, "--json"]  # (its user's, if another)
+        self._base = [flag, target, "--json"]
+        self._forks = from_tests("forkserver")
 
     def _run(self, *args: str, wait_s: float = 0.0) -> Any:
-        try:
-            done = subprocess.run([*self._base, *args], capture_output=True, text=True,
-                                  timeout=CLI_TIMEOUT_S + wait_s, check=False)
-        except subprocess.TimeoutExpired as exc:
-            raise NoAnswer("the command timed out") from exc
-        body = _json_of(done.stdout) or _json_of(done.stderr)
-        if done.returncode == 0 and body is not None:
+        done = self._forks.run_forked([*self._base, *args], timeout=CLI_TIMEOUT_S + wait_s)
+        if done is None:
+            raise NoAnswer("the command timed out")
+        returncode, out, err = done
+        stdout, stderr = out.decode(errors="replace"), err.decode(errors="replace")
+        body = _json_of(stdout) or _json_of(stderr)
+        if returncode == 0 and body is not None:
             return body
         error = body.get("error") if isinstance(body, dict) else None
-        if done.returncode == 1 and isinstance(error, dict):
+        if returncode == 1 and isinstance(error, dict):
             code = str(error.get("code"))
             if code in DEFINITE:
                 raise Refused(code, str(error.get("message")))
             raise NoAnswer(f"{code}: {error.get('message')}")
-        raise NoAnswer(f"exit {done.returncode}: {done.stderr.strip()[-300:]}")
+        raise NoAnswer(f"exit {returncode}: {stderr.strip()[-300:]}")
 
     def enqueue(self, queue: str, payload: Any, key: str) -> tuple[int, bool]:
         body = self._run("message", "enqueue", "--queue", queue, "--payload",

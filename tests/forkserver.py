@@ -28,14 +28,18 @@ Run as ``python forkserver.py SOCKET`` with a pipe as stdin; it serves until tha
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import gc
 import json
 import os
+import select
 import selectors
 import signal
 import socket
 import struct
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 HEADER = struct.Struct("!I")
@@ -134,6 +138,62 @@ def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
     return json.loads(body), fds
 
 
+def run_forked(argv: list[str], *, timeout: float) -> tuple[int, bytes, bytes] | None:
+    """Run ``sqew argv`` in a child forked from this process, with this process's working
+    directory and environment and an empty stdin; its exit status, stdout and stderr, or
+    None if it still ran after ``timeout`` seconds (it is then killed by its PID).
+
+    What the chaos harness's command-line workload calls: a process that has preloaded
+    (``preload``) and runs no other thread. The run is a process of its own, this one's
+    child: a ``kill -9`` or ``SIGSTOP`` of this process's tree reaches it too."""
+    gc.freeze()  # (see ``serve``; what is frozen already stays so)
+    sys.stdout.flush()  # what this process printed is not the run's output
+    sys.stderr.flush()
+    with open(os.devnull, "rb") as stdin, _memory_file() as out, _memory_file() as err:
+        pid = os.fork()
+        if pid == 0:
+            atexit._clear()  # this process's exit handlers are not the run's
+            _become({"cwd": os.getcwd(), "env": dict(os.environ), "binary": "sqew",
+                     "argv": argv}, [os.dup(stdin.fileno()), os.dup(out), os.dup(err)])
+        status = _wait(pid, timeout)
+        if status is None:
+            return None
+        return status, _contents(out), _contents(err)
+
+
+@contextlib.contextmanager
+def _memory_file() -> Iterator[int]:
+    """A file without a name, in memory: its descriptor, closed on leaving."""
+    fd = os.memfd_create("sqew-run")
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _contents(fd: int) -> bytes:
+    os.lseek(fd, 0, os.SEEK_SET)  # the run wrote through its own descriptor of it
+    chunks = []
+    while chunk := os.read(fd, 1 << 16):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _wait(pid: int, timeout: float) -> int | None:
+    """The exit status of the child ``pid`` (negative: the signal that ended it), or None
+    if it still ran after ``timeout`` seconds: it is then killed and reaped."""
+    pidfd = os.pidfd_open(pid)
+    try:
+        ended, _, _ = select.select([pidfd], [], [], timeout)
+    finally:
+        os.close(pidfd)
+    if not ended:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        return None
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
 def _become(request: dict[str, Any], fds: list[int]) -> None:
     """Turn this process into ``sqew ARGV`` as the request describes it, run it, and exit.
 
@@ -182,7 +242,6 @@ def _exit_status(exc: SystemExit) -> int:
 
 def _shutdown(status: int) -> None:
     """What the interpreter does after the main module ends, then ``os._exit(status)``."""
-    import atexit
     import threading
 
     for thread in threading.enumerate():
