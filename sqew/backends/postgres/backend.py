@@ -78,11 +78,13 @@ class PostgresBackend(Backend):
         self._origin = secrets.token_hex(8)  # this process's mark on its notifications
         self._cache = QueueCache()  # what the by-name writes assume of the queues
         self._closed = False
-        self._prepare(upgrade, create)
+        handed = [self._prepare(upgrade, create)]  # the pool's first (``PoolConnection``)
         self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             self._info, min_size=connection.POOL_MIN, max_size=connection.POOL_MAX,
             timeout=connection.POOL_TIMEOUT_S, open=False, configure=self._configure,
-            kwargs={"autocommit": True, "prepare_threshold": connection.PREPARE_THRESHOLD},
+            connection_class=connection.PoolConnection,
+            kwargs={"autocommit": True, "prepare_threshold": connection.PREPARE_THRESHOLD,
+                    "handed": handed},
             name="sqew",
         )
         try:
@@ -94,6 +96,9 @@ class PostgresBackend(Backend):
         except PoolTimeout:  # (the pool closed itself)
             raise errors.Unavailable(
                 f"cannot open database '{self.shown}': no connection could be made") from None
+        finally:
+            for conn in handed:  # (the pool did not take it: it failed to open)
+                conn.close()
         self._txs = TxPool(self._pool, self._origin, self._cache)
         self._fast = PostgresFast(self._txs)
         self.clock.start(self._txs.connection)
@@ -111,39 +116,45 @@ class PostgresBackend(Backend):
         if self._trace is not None:
             conn.cursor_factory = _traced_cursor(self._trace)
 
-    def _prepare(self, upgrade: bool, create: bool) -> None:
+    def _prepare(self, upgrade: bool, create: bool) -> psycopg.Connection[Any]:
         """Check the schema; create it in an empty database (with ``create``), or migrate with
-        ``upgrade``."""
+        ``upgrade``. The connection it checked on, for the pool (``PoolConnection``)."""
         try:
             conn = self._connect()
         except psycopg.Error as exc:
             raise self._opening_error(exc) from exc
         try:
             self._clock = server_clock.ServerClock(conn)  # measured at once, refreshed later
-            rev = _schema_revision(conn)
-            if rev == SCHEMA_HEAD:
-                return
-            # One process at a time checks again and migrates; the others wait for it here.
-            conn.execute("SELECT pg_advisory_lock(%s)", (lock_key(_MIGRATION_LOCK),))
-            try:
-                rev = _schema_revision(conn)
-                if rev is None and not create:
-                    raise errors.Unavailable(
-                        "the database has no sqew schema yet: sqew creates it when it first "
-                        f"writes there (`sqew --db {self.shown} db upgrade`, or `queue add`)")
-                if rev != SCHEMA_HEAD:
-                    _refuse(conn, rev, upgrade)
-                    from sqew import migrate  # Alembic only when a schema must be written
-
-                    migrate.upgrade_postgres(self._info)
-            finally:
-                conn.execute("SELECT pg_advisory_unlock(%s)", (lock_key(_MIGRATION_LOCK),))
+            self._check_schema(conn, upgrade, create)
         except errors.SqewError as exc:
-            raise type(exc)(f"cannot open database '{self.shown}': {exc.message}") from None
-        except Exception as exc:
-            raise self._opening_error(exc) from exc
-        finally:
             conn.close()
+            raise type(exc)(f"cannot open database '{self.shown}': {exc.message}") from None
+        except BaseException as exc:
+            conn.close()
+            if not isinstance(exc, Exception):
+                raise
+            raise self._opening_error(exc) from exc
+        return conn
+
+    def _check_schema(self, conn: psycopg.Connection[Any], upgrade: bool, create: bool) -> None:
+        rev = _schema_revision(conn)
+        if rev == SCHEMA_HEAD:
+            return
+        # One process at a time checks again and migrates; the others wait for it here.
+        conn.execute("SELECT pg_advisory_lock(%s)", (lock_key(_MIGRATION_LOCK),))
+        try:
+            rev = _schema_revision(conn)
+            if rev is None and not create:
+                raise errors.Unavailable(
+                    "the database has no sqew schema yet: sqew creates it when it first "
+                    f"writes there (`sqew --db {self.shown} db upgrade`, or `queue add`)")
+            if rev != SCHEMA_HEAD:
+                _refuse(conn, rev, upgrade)
+                from sqew import migrate  # Alembic only when a schema must be written
+
+                migrate.upgrade_postgres(self._info)
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (lock_key(_MIGRATION_LOCK),))
 
     def _opening_error(self, exc: BaseException) -> errors.SqewError:
         err = translate(exc)

@@ -28,12 +28,14 @@ from typing import Any
 
 import psycopg
 from psycopg import conninfo as pg_conninfo
+from psycopg.pq import TransactionStatus
 
 POOL_MIN = 1
 POOL_MAX = 10
 POOL_TIMEOUT_S = 5.0
 KEPT_MAX_S = 600.0
 CONNECT_TIMEOUT_S = 5
+_IDLE = TransactionStatus.IDLE
 PREPARE_THRESHOLD = 2
 """Executions of a statement on a connection after which psycopg prepares it server-side (a
 claim or an ack is then parsed and planned once per connection)."""
@@ -61,6 +63,28 @@ def connect(info: str, application_name: str | None = None) -> psycopg.Connectio
     if application_name is not None:
         info = pg_conninfo.make_conninfo(info, application_name=application_name)
     return psycopg.connect(info, autocommit=True, prepare_threshold=PREPARE_THRESHOLD)
+
+
+class PoolConnection(psycopg.Connection[Any]):
+    """The class of a backend's pooled connections: its ``connect`` hands over the
+    connection waiting in ``handed`` (a list the backend fills, at most one) before it makes
+    a new one. A backend checks the schema on a connection of its own (its errors say why a
+    database cannot be opened, where a pool would only time out) and hands that connection
+    to its pool as the pool's first: one server process to start fewer per open."""
+
+    @classmethod
+    def connect(cls, conninfo: str = "", *,  # type: ignore[override]
+                handed: list[psycopg.Connection[Any]] | None = None,
+                **kwargs: Any) -> psycopg.Connection[Any]:
+        while handed:
+            try:
+                conn = handed.pop()  # (atomic: another of the pool's threads gets it or none)
+            except IndexError:
+                break
+            if not closed_by_server(conn) and conn.pgconn.transaction_status == _IDLE:
+                return conn
+            conn.close()
+        return super().connect(conninfo, **kwargs)
 
 
 class EndWatch:
