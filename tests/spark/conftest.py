@@ -51,6 +51,7 @@ def make_session(tmp: Path, master: str = "local[2]", *, register: bool = True,
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    here = os.getcwd()
     builder = (
         SparkSession.builder.master(master)
         .appName("sqew-tests")
@@ -62,11 +63,25 @@ def make_session(tmp: Path, master: str = "local[2]", *, register: bool = True,
     )
     for key, value in conf.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    # The JVM (started by the process's first session) and the Python workers it starts
+    # resolve relative paths against the directory it starts in: ``jvm_cwd(tmp)``.
+    os.chdir(jvm_cwd(tmp))
+    try:
+        spark = builder.getOrCreate()
+    finally:
+        os.chdir(here)
     spark.sparkContext.setLogLevel("ERROR")
     if register:
         sqew.spark.register(spark)
     return spark
+
+
+def jvm_cwd(tmp: Path) -> Path:
+    """The working directory of the JVM of the sessions made in ``tmp``: where a relative
+    path a session reads or writes lands (test_spark_docs.py runs docs/spark.md there)."""
+    path = tmp / "cwd"
+    path.mkdir(exist_ok=True)
+    return path
 
 
 class SparkContexts:
@@ -96,6 +111,11 @@ class SparkContexts:
         if register:
             sqew.spark.register(session)
         return session
+
+    @property
+    def cwd(self) -> Path:
+        """The working directory of the JVM and its Python workers (``jvm_cwd``)."""
+        return jvm_cwd(self.tmp)
 
     def stop(self) -> None:
         """Stop the context, if one runs."""

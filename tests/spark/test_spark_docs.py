@@ -1,20 +1,22 @@
-"""docs/spark.md's examples run as written: its ``python`` blocks, in order, as one script in
-a fresh directory (Spark resolves relative paths against its own working directory, so the
-script runs in a process of its own, as a user would run it).
+"""docs/spark.md's examples run as written: its ``python`` blocks, in order, as one script.
+
+The script runs in this process, on the Spark tests' shared context (``conftest.py``): its
+``SparkSession.builder…getOrCreate()`` gets that context's session, as a script in a
+notebook or a shell that already has Spark running does. Its relative paths are resolved by
+Spark (the JVM, and the Python workers it starts) against the JVM's working directory, and
+by sqew's Client against this process's: the script runs with both the same, a directory
+of this run that nothing else writes to (``SparkContexts.cwd``), as a user runs it where they stand.
 
 Blocks fenced as ``py`` (a server URL, a cluster) are shown, not run.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import TEST_JVM_OPTIONS
+from conftest import SparkContexts
 
 pytestmark = pytest.mark.spark
 
@@ -25,16 +27,12 @@ def python_blocks(text: str) -> list[str]:
     return re.findall(r"^```python\n(.*?)^```$", text, flags=re.S | re.M)
 
 
-def test_the_examples_run(tmp_path: Path) -> None:
+def test_the_examples_run(spark_contexts: SparkContexts,
+                          monkeypatch: pytest.MonkeyPatch) -> None:
     blocks = python_blocks(DOC.read_text())
     assert len(blocks) >= 4  # register, write, snapshot, stream
-    script = tmp_path / "examples.py"
-    script.write_text("\n".join(blocks) + "\nspark.stop()\nprint('examples ran')\n")
-    # As a user runs them, but with the tests' JVM options (``spark-submit``'s own flag).
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-               PYSPARK_SUBMIT_ARGS=f'--driver-java-options "{TEST_JVM_OPTIONS}" pyspark-shell')
-    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-4000:]
-    assert done.stdout.strip().endswith("examples ran")
-    assert (tmp_path / "sqew.db").exists() and (tmp_path / "events-out").is_dir()
+    spark_contexts.session()  # the context the script's getOrCreate finds
+    here = spark_contexts.cwd
+    monkeypatch.chdir(here)
+    exec(compile("\n".join(blocks), str(DOC), "exec"), {"__name__": "__main__"})
+    assert (here / "sqew.db").exists() and (here / "events-out").is_dir()
