@@ -19,10 +19,12 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
 from chaos import journal
+from chaos.suite import from_tests
 
 SQEW_BIN = Path(sys.executable).with_name("sqew")
 ROOT = Path(__file__).resolve().parents[1]
@@ -149,7 +151,9 @@ class Server:
     log: Path
     workers: int = 1
     port: int = field(default_factory=free_port)
-    proc: subprocess.Popen[str] | None = None
+    proc: Any = None
+    """Its process: a ``subprocess.Popen``, or a run of the test suite's fork server, which
+    behaves as one (``tests/cli_runs.py``: ``ForkedRun``)."""
     args: list[str] = field(default_factory=list)  # more options of ``sqew serve``
     user: User | None = None
     """The user it runs as (None: the harness's)."""
@@ -167,16 +171,25 @@ class Server:
         """Start it (``wait_serving`` waits for its announcement)."""
         if self.proc is not None and self.proc.stdout is not None:
             self.proc.stdout.close()  # a server that exited by itself, started again
+        argv = ["serve", "--db", self.db, "--port", str(self.port),
+                "--workers", str(self.workers), *self.args]
         command, env, user = [str(SQEW_BIN)], child_env(), {}
         if self.user is not None:
             command, user = list(self.user.sqew), self.user.popen()
             env.update(self.user.env)
+        runs = from_tests("cli_runs")
         with self.log.open("a") as log:
+            if self.user is None and self.workers == 1 and runs.forking():
+                # Forked from a process that imported sqew's server once (the suite's fork
+                # server): a start costs no imports. Several workers read their metrics
+                # directory at import, and another user needs a process of its own: those
+                # start the binary.
+                self.proc = runs.fork_server().start(argv, cwd=self.log.parent, env=env,
+                                                     stderr=log)
+                return
             self.proc = subprocess.Popen(  # type: ignore[call-overload]
-                [*command, "serve", "--db", self.db, "--port", str(self.port),
-                 "--workers", str(self.workers), *self.args],
-                stdout=subprocess.PIPE, stderr=log, text=True, env=env, cwd=self.log.parent,
-                **user)
+                [*command, *argv], stdout=subprocess.PIPE, stderr=log, text=True, env=env,
+                cwd=self.log.parent, **user)
 
     def wait_serving(self) -> None:
         """Return once the server launched announces that it serves; raise after

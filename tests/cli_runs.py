@@ -114,23 +114,26 @@ class ForkServer:
             return returncode, files[1].read(), files[2].read()
 
     def start(self, argv: Sequence[str], *, cwd: Path | str | None,
-              env: dict[str, str]) -> ForkedRun:
-        """Start ``sqew argv`` with stdin empty and stdout and stderr pipes (text) and return
-        at once; it runs until it exits, as a ``subprocess.Popen`` of the binary does."""
+              env: dict[str, str], stderr: IO[str] | None = None) -> ForkedRun:
+        """Start ``sqew argv`` with stdin empty and stdout and stderr pipes (text), or
+        stderr into the open file ``stderr``, and return at once; it runs until it exits, as
+        a ``subprocess.Popen`` of the binary does."""
         out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
+        err_r, err_w = os.pipe() if stderr is None else (-1, os.dup(stderr.fileno()))
         try:
             with open(os.devnull, "rb") as stdin:
                 conn = self._request(argv, cwd or os.getcwd(), env,
                                      [stdin.fileno(), out_w, err_w])
         except BaseException:
             for fd in (out_r, err_r):
-                os.close(fd)
+                if fd >= 0:
+                    os.close(fd)
             raise
         finally:
             for fd in (out_w, err_w):  # the run has its own: its end is the pipes' end
                 os.close(fd)
-        return ForkedRun([sqew_binary(), *argv], conn, open(out_r), open(err_r))
+        return ForkedRun([sqew_binary(), *argv], conn, open(out_r),
+                         open(err_r) if err_r >= 0 else None)
 
     def _request(self, argv: Sequence[str], cwd: Path | str, env: dict[str, str],
                  fds: list[int]) -> socket.socket:
