@@ -195,3 +195,27 @@ def test_an_unskewed_server_reads_as_this_hosts_clock(pg_url: str) -> None:
         with Window(0) as w:
             mid = c.enqueue("q", 1).message_id
         assert w.holds(c.get_message("q", mid).enqueued_at)
+
+
+def test_a_slow_first_answer_does_not_skew_the_clock(pg_url: str) -> None:
+    """The first statement on a new connection can be slow (the server process warms its
+    caches; a loaded host stalls it): here it answers 3 s late, its clock read at the end. Its
+    midpoint would put the server 1.5 s ahead of this host; the shortest of the round trips
+    is kept, and the stamps stay on this host's time (the server runs here)."""
+    with psycopg.connect("postgresql://" + pg_url.split("://", 1)[1], autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA IF NOT EXISTS skew")
+        conn.execute(
+            "CREATE OR REPLACE FUNCTION skew.clock_timestamp() RETURNS timestamptz"
+            " LANGUAGE plpgsql VOLATILE AS $$ BEGIN"
+            " IF coalesce(current_setting('skew.warm', true), '') = '' THEN"
+            "  PERFORM set_config('skew.warm', 'yes', false); PERFORM pg_sleep(3);"
+            " END IF; RETURN pg_catalog.clock_timestamp(); END $$")
+        row = conn.execute("SELECT current_database()").fetchone()
+        assert row is not None
+        conn.execute(f'ALTER DATABASE "{row[0]}" SET search_path = public, skew, pg_catalog')
+    with sqew.Client(pg_url) as c:
+        c.create_queue("q")
+        with Window(0) as w:
+            mid = c.enqueue("q", 1).message_id
+        stamp = c.get_message("q", mid).enqueued_at
+        assert w.holds(stamp), (stamp - local_ms(), "ms ahead of this host")
