@@ -92,7 +92,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     longest work first: the Spark group (one worker runs all of it), then the
     tests marked ``slow`` and the state machines. ``pytest -n N --dist loadgroup`` hands out
     work in collection order, so the long poles start while the other workers run the many
-    short tests, instead of one worker running them alone at the end."""
+    short tests, instead of one worker running them alone at the end. The short tests' files
+    are mixed (``mixed``)."""
 
     def rank(item: pytest.Item) -> int:
         if one_worker_group(item.nodeid) is not None:
@@ -111,6 +112,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=left_out)
         items[:] = kept
     items.sort(key=rank)  # stable: the order within each rank is kept
+    first_short = next((i for i, item in enumerate(items) if rank(item) == 2), len(items))
+    items[first_short:] = mixed(items[first_short:])
+
+
+def mixed(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The short tests in an order that mixes their files: first those that share a fixture
+    wider than a test (a module's server: run together, set up once per worker), in order;
+    then the others, each file's spread evenly over the rest of the run.
+
+    Tests of one file tend to wait alike: a file of long polls, lease expiries or rate-limit
+    windows, handed out in order, has every worker waiting at once while the CPU idles.
+    Spread out, a worker's neighbours run other files' tests meanwhile."""
+    shared: list[pytest.Item] = []
+    by_file: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        defs = info.name2fixturedefs.values() if info is not None else ()
+        if any(d[-1].scope not in ("function", "session") for d in defs if d):
+            shared.append(item)
+        else:
+            by_file.setdefault(item.nodeid.split("::")[0], []).append(item)
+    # The i-th of a file's n tests at (i + 1/2) / n of the way: every file runs all along.
+    spread = sorted((((i + 0.5) / len(tests), item)
+                     for tests in by_file.values() for i, item in enumerate(tests)),
+                    key=lambda placed: placed[0])
+    return shared + [item for _, item in spread]
 
 
 @pytest.fixture(scope="session", autouse=True)
