@@ -146,7 +146,8 @@ def run_forked(argv: list[str], *, timeout: float) -> tuple[int, bytes, bytes] |
     What the chaos harness's command-line workload calls: a process that has preloaded
     (``preload``) and runs no other thread. The run is a process of its own, this one's
     child: a ``kill -9`` or ``SIGSTOP`` of this process's tree reaches it too."""
-    gc.freeze()  # (see ``serve``; what is frozen already stays so)
+    if not gc.get_freeze_count():  # once (see ``serve``): the imports, not later garbage
+        gc.freeze()
     sys.stdout.flush()  # what this process printed is not the run's output
     sys.stderr.flush()
     with open(os.devnull, "rb") as stdin, _memory_file() as out, _memory_file() as err:
