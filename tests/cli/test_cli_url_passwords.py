@@ -64,9 +64,11 @@ def test_the_start_log_and_the_serving_line_hide_the_sslpassword(tmp_path: Path)
     name = cluster.new_database()
     url = cluster.url(name)
     url += ("&" if "?" in url else "?") + f"sslmode=disable&sslpassword={SECRET}"
+    # PYTHONFAULTHANDLER: a server stuck on its way out is shown with its threads' stacks.
     proc = subprocess.Popen([SQEW, "serve", "--db", url, "--port", "0", "--log-format", "json"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            stdin=subprocess.DEVNULL, cwd=tmp_path)
+                            stdin=subprocess.DEVNULL, cwd=tmp_path,
+                            env=cli_runs.environment(PYTHONFAULTHANDLER="1"))
     try:
         assert proc.stdout is not None
         announced = proc.stdout.readline()
@@ -75,6 +77,10 @@ def test_the_start_log_and_the_serving_line_hide_the_sslpassword(tmp_path: Path)
         proc.send_signal(signal.SIGTERM)
         try:
             out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)  # every thread's stack on stderr, then it ends
+            out, err = proc.communicate(timeout=30)
+            pytest.fail(f"sqew serve did not stop within 30 s of SIGTERM:\n{err[-20000:]}")
         finally:
             proc.kill()  # by its PID, if it has not stopped (then the test fails above)
             proc.wait(30)
