@@ -173,11 +173,7 @@ class Server:
             self.proc.stdout.close()  # a server that exited by itself, started again
         argv = ["serve", "--db", self.db, "--port", str(self.port),
                 "--workers", str(self.workers), *self.args]
-        command, env, user = [str(SQEW_BIN)], child_env(), {}
-        if self.user is not None:
-            command, user = list(self.user.sqew), self.user.popen()
-            env.update(self.user.env)
-        runs = from_tests("cli_runs")
+        env, runs = child_env(), from_tests("cli_runs")
         with self.log.open("a") as log:
             if self.user is None and self.workers == 1 and runs.forking():
                 # Forked from a process that imported sqew's server once (the suite's fork
@@ -187,6 +183,10 @@ class Server:
                 self.proc = runs.fork_server().start(argv, cwd=self.log.parent, env=env,
                                                      stderr=log)
                 return
+            command, user = [str(SQEW_BIN)], {}
+            if self.user is not None:
+                command, user = list(self.user.sqew), self.user.popen()
+                env.update(self.user.env)
             self.proc = subprocess.Popen(  # type: ignore[call-overload]
                 [*command, *argv], stdout=subprocess.PIPE, stderr=log, text=True, env=env,
                 cwd=self.log.parent, **user)

@@ -5,7 +5,8 @@ The script runs in this process, on the Spark tests' shared context (``conftest.
 notebook or a shell that already has Spark running does. Its relative paths are resolved by
 Spark (the JVM, and the Python workers it starts) against the JVM's working directory, and
 by sqew's Client against this process's: the script runs with both the same, a directory
-of this run that nothing else writes to (``SparkContexts.cwd``), as a user runs it where they stand.
+of this run that nothing else writes to (``SparkContexts.cwd``), as a user runs it where
+they stand.
 
 Blocks fenced as ``py`` (a server URL, a cluster) are shown, not run.
 """

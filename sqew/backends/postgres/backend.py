@@ -129,11 +129,12 @@ class PostgresBackend(Backend):
         except errors.SqewError as exc:
             conn.close()
             raise type(exc)(f"cannot open database '{self.shown}': {exc.message}") from None
-        except BaseException as exc:
+        except Exception as exc:
             conn.close()
-            if not isinstance(exc, Exception):
-                raise
             raise self._opening_error(exc) from exc
+        except BaseException:  # (an interrupt: the connection is not the pool's either)
+            conn.close()
+            raise
         return conn
 
     def _check_schema(self, conn: psycopg.Connection[Any], upgrade: bool, create: bool) -> None:

@@ -76,11 +76,11 @@ class PoolConnection(psycopg.Connection[Any]):
     def connect(cls, conninfo: str = "", *,  # type: ignore[override]
                 handed: list[psycopg.Connection[Any]] | None = None,
                 **kwargs: Any) -> psycopg.Connection[Any]:
-        while handed:
-            try:
-                conn = handed.pop()  # (atomic: another of the pool's threads gets it or none)
-            except IndexError:
-                break
+        try:
+            conn = handed.pop() if handed else None  # (atomic: one of the pool's threads gets it)
+        except IndexError:
+            conn = None
+        if conn is not None:
             if not closed_by_server(conn) and conn.pgconn.transaction_status == _IDLE:
                 return conn
             conn.close()
