@@ -10,6 +10,7 @@ store; tests move time with ``clock.advance(ms)`` on the ManualClock the service
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import sys
@@ -29,6 +30,7 @@ os.environ.setdefault("PYTHONPYCACHEPREFIX",
 sys.dont_write_bytecode = False
 sys.pycache_prefix = os.environ["PYTHONPYCACHEPREFIX"]
 
+import httpx  # noqa: E402
 import pg_support  # noqa: E402
 import pytest  # noqa: E402
 from targets import (  # noqa: E402
@@ -41,7 +43,31 @@ from targets import (  # noqa: E402
 )
 
 import sqew  # noqa: E402
+from sqew.client import tls  # noqa: E402
 from sqew.core.clock import Clock, ManualClock, system_clock  # noqa: E402
+
+
+def _shared_tls_context(init: Callable[..., None]) -> Callable[..., None]:
+    """``init`` (an httpx transport's ``__init__``) given sqew's shared default TLS context
+    (``sqew.client.tls.default_context``) where it would build its own.
+
+    httpx builds a context for every client it makes, loading certifi's CA bundle: about
+    40 ms of CPU, most of a short ``httpx.get``. The tests make about a thousand clients of
+    their own (``httpx.get``, ``httpx.Client``), all to ``http://`` servers on 127.0.0.1;
+    they share one context instead, built the same way, as sqew's own clients share it. A
+    test that passes ``verify`` gets what it passed."""
+
+    @functools.wraps(init)
+    def shared(self: Any, verify: Any = True, *args: Any, **kwargs: Any) -> None:
+        init(self, tls.default_context() if verify is True else verify, *args, **kwargs)
+
+    return shared
+
+
+httpx.HTTPTransport.__init__ = _shared_tls_context(  # type: ignore[method-assign]
+    httpx.HTTPTransport.__init__)
+httpx.AsyncHTTPTransport.__init__ = _shared_tls_context(  # type: ignore[method-assign]
+    httpx.AsyncHTTPTransport.__init__)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -9,6 +9,7 @@ signing, the trace context) and maps a failed request or an error answer to its
 from __future__ import annotations
 
 import math
+import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -126,9 +127,14 @@ class Wire:
         return errors.Unavailable(f"cannot reach server at {self.base_url}: {exc}")
 
 
-def verify(ca_cert: str | None) -> Any:
-    """The TLS verification of a client: the system's CAs, or a private CA's PEM file."""
-    return tls.default_context() if ca_cert is None else tls.private_ca(ca_cert)
+def verify(base_url: str, ca_cert: str | None) -> Any:
+    """The TLS verification of a client of ``base_url``: a private CA's PEM file when one is
+    given, else the system's CAs, which a plain ``http://`` server never needs (``no_tls``)."""
+    if ca_cert is not None:
+        return tls.private_ca(ca_cert)
+    if urllib.parse.urlsplit(base_url).scheme == "http":
+        return tls.no_tls()
+    return tls.default_context()
 
 
 def _header_safe(api_key: str) -> str:

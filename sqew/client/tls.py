@@ -1,6 +1,7 @@
 """How an ``HttpClient`` verifies a server's certificate: the system's CAs (one context shared by
 every client) or a private CA's, and telling a failed verification from other transport errors.
-Certificates are always verified."""
+Certificates are always verified: a client of an ``http://`` server, which never makes a TLS
+handshake, gets a context that trusts no certificate at all (``no_tls``)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,19 @@ def default_context() -> ssl.SSLContext:
     only read after it is built, and sharing one across clients and threads is safe.
     """
     return httpx.create_ssl_context()
+
+
+@functools.cache
+def no_tls() -> ssl.SSLContext:
+    """The TLS context of a client whose server is reached over plain ``http://``.
+
+    Such a client sends every request to its base URL and follows no redirect, so it never
+    makes a handshake; loading the system's CA bundle for it anyway (``default_context``) was
+    most of the CPU a ``sqew --url http://...`` command took after its imports. Should a
+    handshake ever happen, it fails: the context verifies certificates and hostnames and
+    trusts no CA.
+    """
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 
 
 def private_ca(path: str) -> ssl.SSLContext:

@@ -25,6 +25,7 @@ import pytest
 import trustme
 
 from sqew import Client, errors
+from sqew.client import tls as client_tls
 
 from .support import Served, serve
 
@@ -118,6 +119,15 @@ def test_https_with_two_workers(tls: Tls, tmp_path: Path) -> None:
                 with Client(server.url, ca_cert=str(tls.ca)) as each:
                     each.enqueue("w", i)
             assert client.stats("w").ready == 20
+
+
+def test_a_plain_http_clients_context_trusts_no_certificate(https: Served) -> None:
+    """A client of an ``http://`` URL gets a TLS context it never uses, built without loading
+    any CA: should it ever make a handshake, the handshake fails, never goes unverified."""
+    port = int(https.url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=RUN_S) as raw, \
+            pytest.raises(ssl.SSLCertVerificationError):
+        client_tls.no_tls().wrap_socket(raw, server_hostname="127.0.0.1")
 
 
 @pytest.mark.parametrize("flag", ["--tls-cert", "--tls-key"])
