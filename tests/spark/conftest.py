@@ -1,4 +1,4 @@
-"""A real local Spark session per test module (``local[2]``), with sqew's data source.
+"""A real local Spark session per test module (``local[2,2]``), with sqew's data source.
 
 The modules' sessions are new sessions (``SparkSession.newSession``) of one SparkContext per
 process (``SparkContexts``): each has its own SQL settings and registered data sources, and
@@ -39,7 +39,17 @@ optimising compiler costs more CPU than these jobs live long enough to win back)
 by one thread. Together about a quarter less CPU for the Spark tests, the same results."""
 
 
-def make_session(tmp: Path, master: str = "local[2]", *, register: bool = True,
+MASTER = "local[2,2]"
+"""Two cores, and a failed task is retried once (local mode's maxFailures): what
+test_spark_write's retried task needs, and a test whose task fails only fails a little later."""
+CORE = {"spark.buffer.size": "4096"}
+"""Small buffers between the JVM and its Python workers, so a task's rows reach sqew's writer
+while its later rows are computed (test_spark_write's retried task has enqueued some when it
+fails). One context for every module: another master or core setting would be a second
+context, a new JVM and new Python daemons, a tenth of the Spark tests' CPU."""
+
+
+def make_session(tmp: Path, master: str = MASTER, *, register: bool = True,
                  **conf: str) -> Any:
     """A SparkSession for one module; its Python workers run this interpreter (sqew in it).
 
@@ -93,17 +103,18 @@ class SparkContexts:
         self._root: Any = None
         self._built_for: tuple[str, tuple[tuple[str, str], ...]] | None = None
 
-    def session(self, master: str = "local[2]", *, register: bool = True,
+    def session(self, master: str = MASTER, *, register: bool = True,
                 core: Mapping[str, str] | None = None, **sql: str) -> Any:
         """A new session with the SQL settings ``sql``, on a context of ``master`` and the
-        ``core`` settings (the running one when it has them); ``register=False`` leaves the
-        ``sqew`` format to PySpark's own discovery."""
+        ``core`` settings on top of ``CORE`` (the running one when it has them);
+        ``register=False`` leaves the ``sqew`` format to PySpark's own discovery."""
         import sqew.spark
 
-        wanted = (master, tuple(sorted((core or {}).items())))
+        settings = {**CORE, **(core or {})}
+        wanted = (master, tuple(sorted(settings.items())))
         if self._root is None or self._built_for != wanted:
             self.stop()
-            self._root = make_session(self.tmp, master, register=False, **(core or {}))
+            self._root = make_session(self.tmp, master, register=False, **settings)
             self._built_for = wanted
         session = self._root.newSession()
         for key, value in sql.items():
@@ -134,5 +145,5 @@ def spark_contexts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCo
 
 @pytest.fixture(scope="module")
 def spark(spark_contexts: SparkContexts) -> Any:
-    """The module's session (``local[2]``); a module needing other settings overrides it."""
+    """The module's session (``MASTER``); a module needing other settings overrides it."""
     return spark_contexts.session()

@@ -18,10 +18,9 @@ pytestmark = pytest.mark.spark
 
 @pytest.fixture(scope="module")
 def spark(spark_contexts: SparkContexts) -> Any:
-    # local[2,2]: two cores, and a failed task is retried once (local mode's maxFailures).
+    # On the shared context (a failed task is retried once, small buffers: conftest.py).
     # Small Arrow batches, so a task's rows reach the writer while later rows are computed.
-    return spark_contexts.session("local[2,2]", core={"spark.buffer.size": "4096"},
-                                  **{"spark.sql.execution.arrow.maxRecordsPerBatch": "500"})
+    return spark_contexts.session(**{"spark.sql.execution.arrow.maxRecordsPerBatch": "500"})
 
 
 @pytest.fixture
