@@ -229,7 +229,7 @@ class ForkedRun:
                 return None
             chunk = self._conn.recv(64)
             if not chunk:
-                raise RuntimeError(f"the fork server's handler of run {self.args} went away")
+                raise RuntimeError(f"the fork server went away during run {self.args}")
             self._received += chunk
         line, self._received = self._received.split(b"\n", 1)
         return line
