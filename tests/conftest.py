@@ -53,7 +53,7 @@ def _shared_tls_context(init: Callable[..., None]) -> Callable[..., None]:
 
     httpx builds a context for every client it makes, loading certifi's CA bundle: about
     40 ms of CPU, most of a short ``httpx.get``. The tests make about a thousand clients of
-    their own (``httpx.get``, ``httpx.Client``), all to ``http://`` servers on 127.0.0.1;
+    their own (``httpx.get``, ``httpx.Client``), nearly all to ``http://`` servers here;
     they share one context instead, built the same way, as sqew's own clients share it. A
     test that passes ``verify`` gets what it passed."""
 
