@@ -68,3 +68,28 @@ def test_an_app_used_without_a_server_leaves_the_collector_alone(
         assert http.get("/healthz").status_code == 200
         assert gc.get_threshold() == gc_state
     assert gc.get_threshold() == gc_state
+
+
+def test_a_freeze_made_before_serving_is_left_alone_and_looked_for_once() -> None:
+    # gc.get_freeze_count walks every frozen object: ~30 ms a server start in a test process.
+    script = """
+import gc
+from sqew.server.gc_tuning import GcTuning
+
+gc.freeze()
+frozen, count = gc.get_freeze_count(), gc.get_freeze_count
+looks = []
+gc.get_freeze_count = lambda: looks.append(1) or count()
+tuning = GcTuning()
+for _ in range(5):
+    app = object()
+    tuning.start(app)
+    assert gc.get_threshold()[0] == GcTuning.THRESHOLD
+    tuning.stop(app)
+    assert count() == frozen
+assert len(looks) == 1, looks
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
