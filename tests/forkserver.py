@@ -158,6 +158,11 @@ def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
         raise
 
 
+_frozen = False
+"""Whether ``run_forked`` froze this process's objects (asked of ``gc.get_freeze_count`` at
+every run, it would walk them all each time)."""
+
+
 def run_forked(argv: list[str], *, timeout: float) -> tuple[int, bytes, bytes] | None:
     """Run ``sqew argv`` in a child forked from this process, with this process's working
     directory and environment and an empty stdin; its exit status, stdout and stderr, or
@@ -166,8 +171,10 @@ def run_forked(argv: list[str], *, timeout: float) -> tuple[int, bytes, bytes] |
     What the chaos harness's command-line workload calls: a process that has preloaded
     (``preload``) and runs no other thread. The run is a process of its own, this one's
     child: a ``kill -9`` or ``SIGSTOP`` of this process's tree reaches it too."""
-    if not gc.get_freeze_count():  # once (see ``serve``): the imports, not later garbage
+    global _frozen
+    if not _frozen:  # once (see ``serve``): the imports, not later garbage
         gc.freeze()
+        _frozen = True
     sys.stdout.flush()  # what this process printed is not the run's output
     sys.stderr.flush()
     with open(os.devnull, "rb") as stdin, _memory_file() as out, _memory_file() as err:

@@ -57,8 +57,7 @@ class AsyncHttpClient(AsyncClient):
         self._owned = http is None
         self._http = http or httpx.AsyncClient(
             base_url=self.base_url, timeout=timeout,
-            verify=http_wire.verify(self.base_url,
-                                   None if ca_cert is None else os.fspath(ca_cert)),
+            verify=http_wire.verify(self.base_url, ca_cert),
         )
 
     async def _run(self, call: Call[T]) -> T:

@@ -68,8 +68,7 @@ class HttpClient(Client):
         self._owned = http is None
         self._http = http or httpx.Client(
             base_url=self.base_url, timeout=timeout,
-            verify=http_wire.verify(self.base_url,
-                                   None if ca_cert is None else os.fspath(ca_cert)),
+            verify=http_wire.verify(self.base_url, ca_cert),
         )
 
     # --- transport ------------------------------------------------------------------------------

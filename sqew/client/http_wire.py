@@ -9,6 +9,7 @@ signing, the trace context) and maps a failed request or an error answer to its
 from __future__ import annotations
 
 import math
+import os
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -127,11 +128,11 @@ class Wire:
         return errors.Unavailable(f"cannot reach server at {self.base_url}: {exc}")
 
 
-def verify(base_url: str, ca_cert: str | None) -> Any:
+def verify(base_url: str, ca_cert: str | os.PathLike[str] | None) -> Any:
     """The TLS verification of a client of ``base_url``: a private CA's PEM file when one is
     given, else the system's CAs, which a plain ``http://`` server never needs (``no_tls``)."""
     if ca_cert is not None:
-        return tls.private_ca(ca_cert)
+        return tls.private_ca(os.fspath(ca_cert))
     if urllib.parse.urlsplit(base_url).scheme == "http":
         return tls.no_tls()
     return tls.default_context()

@@ -34,7 +34,6 @@ class GcTuning:
         self._lock = threading.Lock()
         self._serving: set[int] = set()  # ids of the apps serving now
         self._threshold: tuple[int, int, int] | None = None
-        self._froze = False
         self._frozen_before: bool | None = None  # by someone else, when the first app started
 
     def start(self, app: Litestar) -> None:
@@ -47,8 +46,7 @@ class GcTuning:
             self._threshold = gc.get_threshold()
             if self._frozen_before is None:
                 self._frozen_before = gc.get_freeze_count() > 0
-            self._froze = not self._frozen_before
-            if self._froze:
+            if not self._frozen_before:
                 gc.collect()
                 gc.freeze()
             gc.set_threshold(self.THRESHOLD, *self._threshold[1:])
@@ -62,9 +60,9 @@ class GcTuning:
             if self._serving or self._threshold is None:
                 return
             gc.set_threshold(*self._threshold)
-            if self._froze:
+            if not self._frozen_before:  # the freeze was this tuning's
                 gc.unfreeze()
-            self._threshold, self._froze = None, False
+            self._threshold = None
 
 
 GC_TUNING = GcTuning()

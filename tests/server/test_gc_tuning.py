@@ -36,6 +36,14 @@ def gc_state() -> Iterator[tuple[int, int, int]]:
         gc.freeze()
 
 
+def run_alone(script: str) -> None:
+    """Run ``script`` in a new interpreter, which must print ``ok``: the collector is the
+    process's, and this one has frozen (tests/conftest.py) and may serve other tests."""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+
+
 def test_serving_tunes_the_collector_and_stopping_restores_it(tmp_path: Path) -> None:
     # In a process of its own: the collector is the process's, and servers of other tests
     # (stopping in the background, or kept by a fixture) would share its tuning here.
@@ -56,9 +64,7 @@ assert gc.get_threshold() == (701, 11, 12), gc.get_threshold()
 assert gc.get_freeze_count() == frozen
 print("ok")
 """
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=120, check=False)
-    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+    run_alone(script)
 
 
 def test_an_app_used_without_a_server_leaves_the_collector_alone(
@@ -90,6 +96,4 @@ for _ in range(5):
 assert len(looks) == 1, looks
 print("ok")
 """
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=120, check=False)
-    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+    run_alone(script)

@@ -68,18 +68,18 @@ def offset_ms(server_ms: int, sent_ns: int, received_ns: int) -> int:
 def measure(conn: psycopg.Connection[Any]) -> int:
     """The offset of the server's clock to this host's, in milliseconds: that of the shortest
     of ``SAMPLES`` round trips (the smallest error bound)."""
-    best: tuple[int, int] | None = None  # (round trip in ns, offset)
-    for _ in range(SAMPLES):
-        sent = time.time_ns()
-        row = conn.execute(QUERY).fetchone()
-        received = time.time_ns()
-        if row is None:  # (a SELECT of one value always has its row)
-            raise RuntimeError("the server did not say its time")
-        sample = (received - sent, offset_ms(int(row[0]), sent, received))
-        if best is None or sample[0] < best[0]:
-            best = sample
-    assert best is not None
-    return best[1]
+    _round_trip_ns, offset = min(_sample(conn) for _ in range(SAMPLES))
+    return offset
+
+
+def _sample(conn: psycopg.Connection[Any]) -> tuple[int, int]:
+    """One round trip: its length in nanoseconds, and the offset it gives."""
+    sent = time.time_ns()
+    row = conn.execute(QUERY).fetchone()
+    received = time.time_ns()
+    if row is None:  # (a SELECT of one value always has its row)
+        raise RuntimeError("the server did not say its time")
+    return received - sent, offset_ms(int(row[0]), sent, received)
 
 
 class ServerClock:
