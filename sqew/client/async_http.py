@@ -56,16 +56,14 @@ class AsyncHttpClient(AsyncClient):
                                      timeout=timeout)
         self._owned = http is None
         self._http = http or httpx.AsyncClient(
-            base_url=self.base_url, timeout=timeout,
-            verify=http_wire.verify(self.base_url, ca_cert),
+            timeout=timeout, verify=http_wire.verify(self.base_url, ca_cert),
         )
 
     async def _run(self, call: Call[T]) -> T:
-        url = call.path if str(self._http.base_url) else self.base_url + call.path
-        r = self._wire.prepare(call, url)
+        r = self._wire.prepare(call, self._http)
         try:
             response = await self._http.request(
-                r.method, r.url, content=r.content, params=r.params, headers=r.headers,
+                r.method, r.url, content=r.content, headers=r.headers,
                 timeout=r.timeout)
         except httpx.LocalProtocolError as exc:
             raise self._wire.failed(exc) from None  # its text may quote a key
@@ -134,8 +132,7 @@ class AsyncHttpClient(AsyncClient):
     ) -> AsyncSseStream:
         check_arguments(max_in_flight, visibility_ms)
         call = CALLS.stream(queue, max_in_flight=max_in_flight, visibility_ms=visibility_ms)
-        url = call.path if str(self._http.base_url) else self.base_url + call.path
-        return await open_async_sse(self._http, self._wire, call, url, queue, max_in_flight)
+        return await open_async_sse(self._http, self._wire, call, queue, max_in_flight)
 
     async def ack(self, queue: str, id: int, token: str) -> models.ItemResult:
         return await self._run(CALLS.ack(queue, id, token))

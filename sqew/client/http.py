@@ -67,17 +67,14 @@ class HttpClient(Client):
                                      timeout=timeout)
         self._owned = http is None
         self._http = http or httpx.Client(
-            base_url=self.base_url, timeout=timeout,
-            verify=http_wire.verify(self.base_url, ca_cert),
+            timeout=timeout, verify=http_wire.verify(self.base_url, ca_cert),
         )
 
     # --- transport ------------------------------------------------------------------------------
     def _run(self, call: Call[T]) -> T:
-        # An injected httpx.Client may carry its own base URL (Litestar's TestClient does).
-        url = call.path if str(self._http.base_url) else self.base_url + call.path
-        r = self._wire.prepare(call, url)
+        r = self._wire.prepare(call, self._http)
         try:
-            response = self._http.request(r.method, r.url, content=r.content, params=r.params,
+            response = self._http.request(r.method, r.url, content=r.content,
                                           headers=r.headers, timeout=r.timeout)
         except httpx.LocalProtocolError as exc:
             raise self._wire.failed(exc) from None  # its text may quote a key
@@ -146,8 +143,7 @@ class HttpClient(Client):
     ) -> MessageStream:
         check_arguments(max_in_flight, visibility_ms)
         call = CALLS.stream(queue, max_in_flight=max_in_flight, visibility_ms=visibility_ms)
-        url = call.path if str(self._http.base_url) else self.base_url + call.path
-        return open_sse(self._http, self._wire, call, url, queue, max_in_flight)
+        return open_sse(self._http, self._wire, call, queue, max_in_flight)
 
     def ack(self, queue: str, id: int, token: str) -> models.ItemResult:
         return self._run(CALLS.ack(queue, id, token))

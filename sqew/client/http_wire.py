@@ -60,9 +60,8 @@ class Prepared:
     """A call as httpx takes it."""
 
     method: str
-    url: str
+    url: httpx.URL
     content: bytes | None
-    params: dict[str, Any]
     headers: dict[str, str]
     timeout: float
 
@@ -91,8 +90,14 @@ class Wire:
         if api_key and api_key.strip():
             self._headers["authorization"] = f"Bearer {_header_safe(api_key)}"
 
-    def prepare(self, call: Call[Any], url: str) -> Prepared:
-        """The request of ``call`` to ``url``: encoded, signed, with the trace context."""
+    def prepare(self, call: Call[Any], http: httpx.Client | httpx.AsyncClient) -> Prepared:
+        """The request of ``call`` as ``http`` sends it: encoded, signed, with the trace
+        context. Its URL, query included, is parsed once here: absolute, or the path alone
+        when ``http`` has a base URL of its own (an injected client: Litestar's TestClient).
+        (httpx parses a URL and a query given apart again, a third of a request's CPU.)"""
+        path = call.path if str(http.base_url) else self.base_url + call.path
+        query = {k: v for k, v in (call.params or {}).items() if v is not None}
+        url = httpx.URL(path, params=query) if query else httpx.URL(path)
         content = None if call.body is None else _encode(call.body)
         headers = dict(self._headers)
         if content is not None:
@@ -101,8 +106,7 @@ class Wire:
                 headers[signing.HEADER] = signing.header(self._hmac_secret, content)
         headers.update(call.headers or {})
         telemetry.inject_headers(headers)  # the server's span continues the caller's trace
-        query = {k: v for k, v in (call.params or {}).items() if v is not None}
-        return Prepared(call.method, url, content, query, headers, self.timeout + call.waits_s)
+        return Prepared(call.method, url, content, headers, self.timeout + call.waits_s)
 
     def answer(self, call: Call[T], response: httpx.Response) -> T:
         """The result of ``call`` from its answer; an error answer raises its SqewError."""

@@ -19,16 +19,16 @@ taken for broken (``Unavailable``)."""
 
 
 def _request(http: httpx.Client | httpx.AsyncClient, r: Prepared) -> httpx.Request:
-    return http.build_request(r.method, r.url, params=r.params, headers=r.headers,
+    return http.build_request(r.method, r.url, headers=r.headers,
                               timeout=httpx.Timeout(r.timeout, read=READ_TIMEOUT_S))
 
 
-def open_sse(http: httpx.Client, wire: Wire, call: Call[None], url: str, queue: str,
+def open_sse(http: httpx.Client, wire: Wire, call: Call[None], queue: str,
              max_in_flight: int) -> SseStream:
-    """Open the stream ``call`` asks for at ``url``; its error answer raised as the
-    SqewError it stands for, an unreachable server as ``Unavailable``."""
+    """Open the stream ``call`` asks for; its error answer raised as the SqewError it stands
+    for, an unreachable server as ``Unavailable``."""
     try:
-        response = http.send(_request(http, wire.prepare(call, url)), stream=True)
+        response = http.send(_request(http, wire.prepare(call, http)), stream=True)
     except httpx.HTTPError as exc:
         raise wire.failed(exc) from exc
     if response.status_code >= 400:
@@ -40,11 +40,11 @@ def open_sse(http: httpx.Client, wire: Wire, call: Call[None], url: str, queue: 
     return SseStream(queue, max_in_flight, response)
 
 
-async def open_async_sse(http: httpx.AsyncClient, wire: Wire, call: Call[None], url: str,
-                         queue: str, max_in_flight: int) -> AsyncSseStream:
+async def open_async_sse(http: httpx.AsyncClient, wire: Wire, call: Call[None], queue: str,
+                         max_in_flight: int) -> AsyncSseStream:
     """``open_sse`` on asyncio."""
     try:
-        response = await http.send(_request(http, wire.prepare(call, url)), stream=True)
+        response = await http.send(_request(http, wire.prepare(call, http)), stream=True)
     except httpx.HTTPError as exc:
         raise wire.failed(exc) from exc
     if response.status_code >= 400:
