@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 TIMEOUT_S = 60  # per run; a hung command fails its test instead of the suite
 
@@ -114,11 +114,12 @@ class ForkServer:
             return returncode, files[1].read(), files[2].read()
 
     def start(self, argv: Sequence[str], *, cwd: Path | str | None,
-              env: dict[str, str], stderr: IO[str] | None = None) -> ForkedRun:
-        """Start ``sqew argv`` with stdin empty and stdout and stderr pipes (text), or
-        stderr into the open file ``stderr``, and return at once; it runs until it exits, as
-        a ``subprocess.Popen`` of the binary does."""
-        out_r, out_w = os.pipe()
+              env: dict[str, str], stdout: IO[Any] | None = None,
+              stderr: IO[Any] | None = None) -> ForkedRun:
+        """Start ``sqew argv`` with stdin empty and stdout and stderr pipes (text), or into
+        the open files ``stdout`` and ``stderr``, and return at once; it runs until it exits,
+        as a ``subprocess.Popen`` of the binary does."""
+        out_r, out_w = os.pipe() if stdout is None else (-1, os.dup(stdout.fileno()))
         err_r, err_w = os.pipe() if stderr is None else (-1, os.dup(stderr.fileno()))
         try:
             with open(os.devnull, "rb") as stdin:
@@ -132,7 +133,7 @@ class ForkServer:
         finally:
             for fd in (out_w, err_w):  # the run has its own: its end is the pipes' end
                 os.close(fd)
-        return ForkedRun([sqew_binary(), *argv], conn, open(out_r),
+        return ForkedRun([sqew_binary(), *argv], conn, open(out_r) if out_r >= 0 else None,
                          open(err_r) if err_r >= 0 else None)
 
     def _request(self, argv: Sequence[str], cwd: Path | str, env: dict[str, str],

@@ -21,16 +21,18 @@ descriptors (stdin, stdout, stderr) attached; the server answers with the run's 
 then, when it has ended, its exit status (a line). The run is the server's own child (one fork
 of the server's heap per run), its end seen through a pidfd. A run that the test waits for has
 files as stdout and stderr (``run``); one that goes on beside the test (``sqew serve``), pipes
-(``start``).
+or a log file (``start``).
 
 Run as ``python forkserver.py SOCKET`` with a pipe as stdin; it serves until that pipe ends
-(the test process closed it, or died) or until it is killed by its PID.
+(the test process closed it, or died) or until it is killed by its PID; its runs still going
+then get SIGTERM.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import gc
 import json
 import os
@@ -86,7 +88,7 @@ def serve(path: str) -> None:
     while True:
         for key, _ in events.select():
             if key.fileobj is sys.stdin:
-                return  # the test process has gone: so do we (runs in progress finish)
+                return  # the test process has gone: so do we, and our runs (SIGTERM)
             if key.fileobj is listener:
                 conn, _ = listener.accept()
                 _start(conn, listener, events, runs)
@@ -106,8 +108,10 @@ def _start(conn: socket.socket, listener: socket.socket, events: selectors.BaseS
         return
     sys.stdout.flush()
     sys.stderr.flush()
+    server = os.getpid()
     pid = os.fork()
     if pid == 0:  # the run: nothing of the server's stays open in it
+        _die_with(server)
         events.close()
         listener.close()
         for pidfd, (_, other) in runs.items():
@@ -134,6 +138,20 @@ def _report(pidfd: int, events: selectors.BaseSelector,
     with contextlib.suppress(OSError):
         conn.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
     conn.close()
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with(server: int) -> None:
+    """In a run: SIGTERM when the fork server (PID ``server``) exits (Linux), which it does
+    when the test process has gone: a ``sqew serve`` a test started never outlives the run
+    of the tests."""
+    if _LIBC is not None:
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != server:  # it exited before that took effect
+            os._exit(128 + signal.SIGTERM)
 
 
 def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:

@@ -246,7 +246,9 @@ def assert_usage_error(result: Result) -> None:
 
 # --- a real server ------------------------------------------------------------------------------
 class Server:
-    """A ``sqew serve --db <db> --port 0`` subprocess, started by the constructor.
+    """A ``sqew serve --db <db> --port 0`` process, started by the constructor: forked by the
+    fork server (``cli_runs``: a start costs no imports), or the binary under
+    ``SQEW_TEST_FORKSERVER=0``. Either ends when the test process does.
 
     Its stdout and stderr go to the file ``log`` (by default ``<db>.serve.log`` beside a
     database file; a server on a database URL needs one given), never a pipe: with the access
@@ -261,12 +263,17 @@ class Server:
         self.log = log or Path(db).with_name(Path(db).name + ".serve.log")
         env = clean_env(**({"SQEW_ACCESS_LOG": "true"} if access_log else {}),
                         **{"SQEW_" + k.upper(): v for k, v in settings.items()})
+        argv = ["serve", "--db", str(db), "--port", "0"]
+        self.proc: subprocess.Popen[bytes] | cli_runs.ForkedRun
         with self.log.open("wb") as log:
-            self.proc = subprocess.Popen(
-                [sqew_binary(), "serve", "--db", str(db), "--port", "0"], cwd=cwd, env=env,
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent,
-            )
+            if cli_runs.forking():
+                self.proc = cli_runs.fork_server().start(argv, cwd=cwd, env=env, stdout=log,
+                                                         stderr=log)
+            else:
+                self.proc = subprocess.Popen(
+                    [sqew_binary(), *argv], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                    stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent,
+                )
         self.pid = self.proc.pid
         try:
             self.url = self._announced_url()
