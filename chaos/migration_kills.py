@@ -166,14 +166,11 @@ def chain(start: str, target: str) -> None:
     # Imported before forking: each child starts migrating at once.
     from alembic import command  # noqa: F401
 
-    import sqew.cli.app
-    import sqew.cli.db
-    import sqew.client.local
     import sqew.migrate
+    from chaos.suite import from_tests
 
+    from_tests("forkserver").preload()  # what a ``sqew`` command loads, its CLI built
     sqew.migrate.known_revisions()  # (loads the revision scripts once, here)
-    if target.startswith("postgresql"):
-        import sqew.backends.postgres
     n, revision = 1, None if start == "new" else start
     for _ in range(1000):
         pid = os.fork()
