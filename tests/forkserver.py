@@ -111,7 +111,7 @@ def _start(conn: socket.socket, listener: socket.socket, events: selectors.BaseS
     server = os.getpid()
     pid = os.fork()
     if pid == 0:  # the run: nothing of the server's stays open in it
-        _die_with(server)
+        die_with(server)
         events.close()
         listener.close()
         for pidfd, (_, other) in runs.items():
@@ -144,13 +144,13 @@ _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
 PR_SET_PDEATHSIG = 1
 
 
-def _die_with(server: int) -> None:
-    """In a run: SIGTERM when the fork server (PID ``server``) exits (Linux), which it does
-    when the test process has gone: a ``sqew serve`` a test started never outlives the run
-    of the tests."""
+def die_with(parent: int) -> None:
+    """In a child just forked: SIGTERM when its parent (PID ``parent``) exits (Linux). A run
+    of the fork server, which exits when the test process has gone, and a server a test
+    starts (``cli_support.Server``) never outlive the run of the tests."""
     if _LIBC is not None:
         _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-        if os.getppid() != server:  # it exited before that took effect
+        if os.getppid() != parent:  # it exited before that took effect
             os._exit(128 + signal.SIGTERM)
 
 

@@ -13,13 +13,13 @@ shared server), expect ids as ``sqew.id(1)`` (the first message this test create
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import cli_runs
+import forkserver
 from cli_runs import sqew_binary
 from process_support import TIMEOUT_S, Lines, foreground, parked
 
@@ -272,7 +273,8 @@ class Server:
             else:
                 self.proc = subprocess.Popen(
                     [sqew_binary(), *argv], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                    stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent,
+                    stdout=log, stderr=subprocess.STDOUT,
+                    preexec_fn=functools.partial(forkserver.die_with, os.getpid()),
                 )
         self.pid = self.proc.pid
         try:
@@ -318,19 +320,6 @@ class Server:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(self.pid, signal.SIGKILL)
                 self.proc.wait(SERVE_STOP_S)
-
-
-def _die_with_parent() -> None:
-    """In the forked child: get SIGTERM when the thread that started it dies (Linux).
-
-    A test run killed outright (no finalizers) then leaves no server behind. Servers are
-    started from the main thread of a pytest process, which lives as long as the process.
-    """
-    if sys.platform == "linux":
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
 @contextlib.contextmanager
