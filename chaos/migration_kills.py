@@ -163,13 +163,12 @@ def pause(paused: str, go: str) -> Callable[[str], None]:
 
 
 def chain(start: str, target: str) -> None:
-    # Imported before forking: each child starts migrating at once.
-    from alembic import command  # noqa: F401
-
     import sqew.migrate
     from chaos.suite import from_tests
 
-    from_tests("forkserver").preload()  # what a ``sqew`` command loads, its CLI built
+    # Before forking, what a ``sqew`` command loads (alembic too), its CLI built: each child
+    # starts migrating at once.
+    from_tests("forkserver").preload()
     sqew.migrate.known_revisions()  # (loads the revision scripts once, here)
     n, revision = 1, None if start == "new" else start
     for _ in range(1000):
