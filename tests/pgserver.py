@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import os
 import pwd
 import shutil
@@ -49,9 +50,12 @@ class PostgresUnavailable(RuntimeError):
     """PostgreSQL cannot be run here (no binaries, no ``postgres`` user as root, no psycopg)."""
 
 
+@functools.cache
 def bindir() -> Path:
     """The directory of ``initdb``, ``pg_ctl`` and ``postgres``: ``$SQEW_PG_BINDIR``, else
-    ``pg_config --bindir``, else the newest ``/usr/lib/postgresql/*/bin``.
+    ``pg_config --bindir``, else the newest ``/usr/lib/postgresql/*/bin``. Found once per
+    process: every PostgreSQL test asks (``unavailable_reason``), and Debian's ``pg_config``
+    is a shell script that runs three programs.
 
     Raises:
         PostgresUnavailable: none of them has ``initdb``.
