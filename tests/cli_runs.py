@@ -115,26 +115,32 @@ class ForkServer:
 
     def start(self, argv: Sequence[str], *, cwd: Path | str | None,
               env: dict[str, str], stdout: IO[Any] | None = None,
-              stderr: IO[Any] | None = None) -> ForkedRun:
-        """Start ``sqew argv`` with stdin empty and stdout and stderr pipes (text), or into
-        the open files ``stdout`` and ``stderr``, and return at once; it runs until it exits,
-        as a ``subprocess.Popen`` of the binary does."""
+              stderr: IO[Any] | None = None, stdin: int | None = None,
+              text: bool = True) -> ForkedRun:
+        """Start ``sqew argv`` and return at once; it runs until it exits, as a
+        ``subprocess.Popen`` of the binary does. Its stdin is empty, or a pipe the returned
+        run's ``stdin`` writes to when ``stdin`` is ``subprocess.PIPE``; stdout and stderr are
+        pipes (text, or bytes when ``text`` is false), or the open files ``stdout`` and
+        ``stderr``."""
+        in_r, in_w = os.pipe() if stdin == subprocess.PIPE else (os.open(os.devnull, os.O_RDONLY),
+                                                                 -1)
         out_r, out_w = os.pipe() if stdout is None else (-1, os.dup(stdout.fileno()))
         err_r, err_w = os.pipe() if stderr is None else (-1, os.dup(stderr.fileno()))
         try:
-            with open(os.devnull, "rb") as stdin:
-                conn = self._request(argv, cwd or os.getcwd(), env,
-                                     [stdin.fileno(), out_w, err_w])
+            conn = self._request(argv, cwd or os.getcwd(), env, [in_r, out_w, err_w])
         except BaseException:
-            for fd in (out_r, err_r):
+            for fd in (in_w, out_r, err_r):
                 if fd >= 0:
                     os.close(fd)
             raise
         finally:
-            for fd in (out_w, err_w):  # the run has its own: its end is the pipes' end
+            for fd in (in_r, out_w, err_w):  # the run has its own: its end is the pipes' end
                 os.close(fd)
-        return ForkedRun([sqew_binary(), *argv], conn, open(out_r) if out_r >= 0 else None,
-                         open(err_r) if err_r >= 0 else None)
+        mode = "r" if text else "rb"
+        return ForkedRun([sqew_binary(), *argv], conn,
+                         open(out_r, mode) if out_r >= 0 else None,
+                         open(err_r, mode) if err_r >= 0 else None,
+                         open(in_w, "wb") if in_w >= 0 else None)
 
     def _request(self, argv: Sequence[str], cwd: Path | str, env: dict[str, str],
                  fds: list[int]) -> socket.socket:
@@ -166,15 +172,15 @@ class ForkServer:
 
 class ForkedRun:
     """A run the fork server started, seen as a ``subprocess.Popen`` of the binary is:
-    ``pid``, ``stdout`` and ``stderr`` (text pipes, from ``ForkServer.start``), ``poll``,
-    ``wait``, ``send_signal``, ``kill``, ``returncode`` (negative: the signal that ended it).
-    The run is not this process's child: its exit status comes from the fork server, which
-    waits for it."""
+    ``pid``, ``stdin``, ``stdout`` and ``stderr`` (pipes, from ``ForkServer.start``),
+    ``poll``, ``wait``, ``communicate``, ``send_signal``, ``kill``, ``returncode``
+    (negative: the signal that ended it). The run is not this process's child: its exit
+    status comes from the fork server, which waits for it."""
 
-    def __init__(self, args: list[str], conn: socket.socket, stdout: IO[str] | None = None,
-                 stderr: IO[str] | None = None) -> None:
+    def __init__(self, args: list[str], conn: socket.socket, stdout: IO[Any] | None = None,
+                 stderr: IO[Any] | None = None, stdin: IO[bytes] | None = None) -> None:
         self.args = args
-        self.stdin: IO[str] | None = None
+        self.stdin = stdin
         self.stdout = stdout
         self.stderr = stderr
         self.returncode: int | None = None
@@ -200,6 +206,34 @@ class ForkedRun:
         if status is None:
             raise subprocess.TimeoutExpired(self.args, timeout or 0)
         return status
+
+    def communicate(self, timeout: float | None = None) -> tuple[Any, Any]:
+        """Close stdin, read stdout and stderr to their end and wait for the run to exit;
+        what they said (None for one that is not a pipe), as ``Popen.communicate``.
+
+        Raises:
+            subprocess.TimeoutExpired: the streams or the run did not end in ``timeout``.
+        """
+        if self.stdin is not None:
+            with contextlib.suppress(BrokenPipeError):
+                self.stdin.close()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        streams = [s for s in (self.stdout, self.stderr) if s is not None]
+        read: dict[IO[Any], Any] = {}
+
+        def drain(stream: IO[Any]) -> None:
+            read[stream] = stream.read()
+
+        readers = [threading.Thread(target=drain, args=(s,), daemon=True) for s in streams]
+        for reader in readers:
+            reader.start()
+        for reader in readers:
+            reader.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            if reader.is_alive():
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        self.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return tuple(read.get(s) if s is not None else None  # type: ignore[return-value]
+                     for s in (self.stdout, self.stderr))
 
     def send_signal(self, sig: int) -> None:
         """Send ``sig`` to the run, unless it has ended (as ``Popen.send_signal``)."""
@@ -241,17 +275,20 @@ _starting = threading.Lock()
 
 
 def start(argv: Sequence[str], *, cwd: Path | str | None, env: dict[str, str] | None = None,
-          binary: bool = False) -> ForkedRun | subprocess.Popen[str]:
+          binary: bool = False, stdin: int | None = None,
+          text: bool = True) -> ForkedRun | subprocess.Popen[Any]:
     """Start ``sqew argv`` in ``cwd`` with exactly the environment ``env`` (default:
-    ``environment()``), stdin empty, and stdout and stderr pipes (text); it runs until it
-    exits or is stopped by its PID. Forked by the fork server, or started as the binary when
-    ``binary`` says so (or ``SQEW_TEST_FORKSERVER=0``)."""
+    ``environment()``), stdin empty (or a pipe: ``stdin=subprocess.PIPE``), and stdout and
+    stderr pipes (text, or bytes when ``text`` is false), in a foreground job's signal state
+    (``foreground``); it runs until it exits or is stopped by its PID. Forked by the fork
+    server, or started as the binary when ``binary`` says so (or ``SQEW_TEST_FORKSERVER=0``)."""
     env = environment() if env is None else env
     if binary or not forking():
         return subprocess.Popen([sqew_binary(), *argv], cwd=cwd, env=env,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
-    return fork_server().start(argv, cwd=cwd, env=env)
+                                stdin=subprocess.DEVNULL if stdin is None else stdin,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=text,
+                                preexec_fn=foreground)
+    return fork_server().start(argv, cwd=cwd, env=env, stdin=stdin, text=text)
 
 
 def fork_server() -> ForkServer:

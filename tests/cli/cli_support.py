@@ -30,7 +30,7 @@ from typing import Any
 import cli_runs
 import forkserver
 from cli_runs import sqew_binary
-from process_support import TIMEOUT_S, Lines, foreground, parked
+from process_support import TIMEOUT_S, Lines, parked
 
 import sqew as sqew_lib
 
@@ -180,16 +180,16 @@ class Sqew:
         assert_usage_error(result)
         return result
 
-    def start(self, *args: str, stdin: int | None = None,
-              env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-        """Start ``sqew <where> <args>`` in the foreground's signal state (``foreground``),
-        stdout and stderr piped; the caller ends it (by its PID) however the test ends."""
+    def start(self, *args: str, stdin: int | None = None, env: dict[str, str] | None = None,
+              binary: bool = False) -> cli_runs.ForkedRun | subprocess.Popen[bytes]:
+        """Start ``sqew <where> <args>`` in a foreground job's signal state (``foreground``),
+        stdout and stderr piped (bytes), stdin empty or a pipe (``subprocess.PIPE``); the
+        caller ends it (by its PID) however the test ends. A run of the fork server
+        (``cli_runs.start``), or of the binary when ``binary`` says so: a test about what
+        happens while the process starts."""
         where = ["--url", self.url] if self.url else ["--db", str(self.db)]
-        return subprocess.Popen(
-            [self.binary, *where, *args], stdin=stdin, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, cwd=self.cwd, env={**self.env, **(env or {})},
-            preexec_fn=foreground,
-        )
+        return cli_runs.start([*where, *args], cwd=self.cwd, env={**self.env, **(env or {})},
+                              binary=binary, stdin=stdin, text=False)
 
     def until_parked(self, queue: str, command: Lines, timeout: float = TIMEOUT_S) -> None:
         """Return once a long poll of ``queue`` waits: in the server's log in http mode, else

@@ -2,8 +2,9 @@
 during a command stops it alike with 143; a command started with SIGINT ignored (a background
 job) keeps ignoring it.
 
-Each command is the installed ``sqew`` in a subprocess given SIGINT and SIGTERM at their
-defaults, as a terminal's foreground command has them (``cli_support.foreground``), and each
+Each command is a ``sqew`` process of its own (a run of the tests' fork server; the installed
+binary when the moment is during its imports) given SIGINT and SIGTERM at their defaults, as
+a terminal's foreground command has them (``cli_runs.foreground``), and each
 signal is sent at an observable moment: while sqew imports its modules (an extension module
 mapped into the process), while a long poll waits (the ``sqew.waiter`` debug line), once a
 batch is committed (the queue's counters).
@@ -61,7 +62,7 @@ def _interrupted_while_starting(proc: subprocess.Popen[bytes]) -> tuple[int, byt
 
 @linux_only
 def test_ctrl_c_while_sqew_starts_exits_130_quietly(local_sqew) -> None:
-    proc = local_sqew.start("queue", "list")
+    proc = local_sqew.start("queue", "list", binary=True)
     assert _interrupted_while_starting(proc) == (130, b"", b"")
 
 
