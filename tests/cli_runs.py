@@ -186,6 +186,8 @@ class ForkedRun:
         self.returncode: int | None = None
         self._conn = conn
         self._received = b""
+        self._readers: list[threading.Thread] | None = None
+        self._said: dict[int, Any] = {}
         pid = self._line(TIMEOUT_S)
         if pid is None:
             conn.close()
@@ -209,31 +211,33 @@ class ForkedRun:
 
     def communicate(self, timeout: float | None = None) -> tuple[Any, Any]:
         """Close stdin, read stdout and stderr to their end and wait for the run to exit;
-        what they said (None for one that is not a pipe), as ``Popen.communicate``.
+        what they said (None for one that is not a pipe), as ``Popen.communicate``, which
+        may be called again after a timeout.
 
         Raises:
             subprocess.TimeoutExpired: the streams or the run did not end in ``timeout``.
         """
-        if self.stdin is not None:
+        if self.stdin is not None and not self.stdin.closed:
             with contextlib.suppress(BrokenPipeError):
                 self.stdin.close()
         deadline = None if timeout is None else time.monotonic() + timeout
-        streams = [s for s in (self.stdout, self.stderr) if s is not None]
-        read: dict[IO[Any], Any] = {}
-
-        def drain(stream: IO[Any]) -> None:
-            read[stream] = stream.read()
-
-        readers = [threading.Thread(target=drain, args=(s,), daemon=True) for s in streams]
-        for reader in readers:
-            reader.start()
-        for reader in readers:
+        if self._readers is None:  # one reader a stream, kept across calls
+            self._readers = [threading.Thread(target=self._drain, args=(s,), daemon=True)
+                             for s in (self.stdout, self.stderr) if s is not None]
+            for reader in self._readers:
+                reader.start()
+        for reader in self._readers:
             reader.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
             if reader.is_alive():
                 raise subprocess.TimeoutExpired(self.args, timeout or 0)
         self.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
-        return tuple(read.get(s) if s is not None else None  # type: ignore[return-value]
-                     for s in (self.stdout, self.stderr))
+        return (None if self.stdout is None else self._said.get(id(self.stdout)),
+                None if self.stderr is None else self._said.get(id(self.stderr)))
+
+    def _drain(self, stream: IO[Any]) -> None:
+        with contextlib.suppress(OSError, ValueError):  # closed under it: the test has ended
+            self._said[id(stream)] = stream.read()
+            stream.close()  # read to its end, as Popen.communicate leaves it
 
     def send_signal(self, sig: int) -> None:
         """Send ``sig`` to the run, unless it has ended (as ``Popen.send_signal``)."""
@@ -270,25 +274,32 @@ class ForkedRun:
         return line
 
 
+Started = ForkedRun | subprocess.Popen[Any]
+"""What ``start`` returns: a run of the fork server, or of the binary."""
+
+
 _server: ForkServer | None = None
 _starting = threading.Lock()
 
 
 def start(argv: Sequence[str], *, cwd: Path | str | None, env: dict[str, str] | None = None,
-          binary: bool = False, stdin: int | None = None,
-          text: bool = True) -> ForkedRun | subprocess.Popen[Any]:
+          binary: bool = False, stdin: int | None = None, text: bool = True,
+          log: IO[Any] | None = None) -> Started:
     """Start ``sqew argv`` in ``cwd`` with exactly the environment ``env`` (default:
     ``environment()``), stdin empty (or a pipe: ``stdin=subprocess.PIPE``), and stdout and
-    stderr pipes (text, or bytes when ``text`` is false), in a foreground job's signal state
-    (``foreground``); it runs until it exits or is stopped by its PID. Forked by the fork
-    server, or started as the binary when ``binary`` says so (or ``SQEW_TEST_FORKSERVER=0``)."""
+    stderr pipes (text, or bytes when ``text`` is false) or both into the open file ``log``,
+    in a foreground job's signal state (``foreground``); it runs until it exits or is stopped
+    by its PID. Forked by the fork server (a run gets SIGTERM if the test process goes first),
+    or started as the binary when ``binary`` says so (or ``SQEW_TEST_FORKSERVER=0``)."""
     env = environment() if env is None else env
     if binary or not forking():
         return subprocess.Popen([sqew_binary(), *argv], cwd=cwd, env=env,
                                 stdin=subprocess.DEVNULL if stdin is None else stdin,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=text,
-                                preexec_fn=foreground)
-    return fork_server().start(argv, cwd=cwd, env=env, stdin=stdin, text=text)
+                                stdout=subprocess.PIPE if log is None else log,
+                                stderr=subprocess.PIPE if log is None else subprocess.STDOUT,
+                                text=text, preexec_fn=foreground)
+    return fork_server().start(argv, cwd=cwd, env=env, stdin=stdin, text=text, stdout=log,
+                               stderr=log)
 
 
 def fork_server() -> ForkServer:

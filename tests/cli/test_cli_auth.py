@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import cli_runs
 import httpx
 import pytest
 from auth_support import create_queue, mint
@@ -29,7 +30,6 @@ from cli_support import (
     clean_env,
     run_sqew,
     serve,
-    sqew_binary,
 )
 
 
@@ -123,8 +123,7 @@ def started(args: list[str], cwd: Path, env: dict[str, str]) -> Iterator[tuple[s
     stopped by its PID afterwards."""
     log = cwd / "serve.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen([sqew_binary(), "serve", *args], cwd=cwd, env=env,
-                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+        proc = cli_runs.start(["serve", *args], cwd=cwd, env=env, log=out)
     try:
         deadline = time.monotonic() + SERVE_START_S
         while not (found := re.search(r"sqew serving on http://[^:]+:(\d+)", log.read_text())):

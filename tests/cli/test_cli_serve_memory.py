@@ -1,17 +1,18 @@
-"""``sqew serve --memory`` through the installed binary: a server on a throwaway database that
-leaves nothing behind once it stops, refused with ``--db`` and with ``--workers`` above 1."""
+"""``sqew serve --memory`` as a user runs it (``cli_runs.start``): a server on a throwaway
+database that leaves nothing behind once it stops, refused with ``--db`` and with ``--workers``
+above 1."""
 
 from __future__ import annotations
 
 import os
 import re
 import signal
-import subprocess
 import time
 from pathlib import Path
 
+import cli_runs
 import pytest
-from cli_runs import sqew_binary
+from cli_runs import Started
 from cli_support import SERVE_START_S, SERVE_STOP_S, Sqew, assert_failed, clean_env
 
 import sqew
@@ -19,16 +20,15 @@ import sqew
 boto3 = pytest.importorskip("boto3")
 
 
-def _start(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
+def _start(tmp_path: Path) -> tuple[Started, Path]:
     log = tmp_path / "serve.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen([sqew_binary(), "serve", "--memory", "--port", "0"],
-                                cwd=tmp_path, env=clean_env(), stdin=subprocess.DEVNULL,
-                                stdout=out, stderr=subprocess.STDOUT)
+        proc = cli_runs.start(["serve", "--memory", "--port", "0"], cwd=tmp_path,
+                              env=clean_env(), log=out)
     return proc, log
 
 
-def _announced(proc: subprocess.Popen[bytes], log: Path) -> re.Match[str]:
+def _announced(proc: Started, log: Path) -> re.Match[str]:
     deadline = time.monotonic() + SERVE_START_S
     while time.monotonic() < deadline and proc.poll() is None:
         found = re.search(r"sqew serving on (http://\S+) \(db: (\S+)\)", log.read_text())

@@ -7,13 +7,11 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import cli_runs
 import pytest
 
-SQEW = str(Path(sys.executable).with_name("sqew"))
 SECRET = "Tr0ub4dor-and-3"
 URLS = [
     f"postgresql+psycopg://someone:{SECRET}@127.0.0.1:1/nodb",
@@ -65,10 +63,8 @@ def test_the_start_log_and_the_serving_line_hide_the_sslpassword(tmp_path: Path)
     url = cluster.url(name)
     url += ("&" if "?" in url else "?") + f"sslmode=disable&sslpassword={SECRET}"
     # PYTHONFAULTHANDLER: a server stuck on its way out is shown with its threads' stacks.
-    proc = subprocess.Popen([SQEW, "serve", "--db", url, "--port", "0", "--log-format", "json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            stdin=subprocess.DEVNULL, cwd=tmp_path,
-                            env=cli_runs.environment(PYTHONFAULTHANDLER="1"))
+    proc = cli_runs.start(["serve", "--db", url, "--port", "0", "--log-format", "json"],
+                          cwd=tmp_path, env=cli_runs.environment(PYTHONFAULTHANDLER="1"))
     try:
         assert proc.stdout is not None
         announced = proc.stdout.readline()

@@ -24,7 +24,7 @@ from alembic.script import ScriptDirectory
 import sqew
 from sqew import migrate
 
-from .support import SQEW_BIN, Procs, finish, wait_for
+from .support import SQEW_BIN, Procs, finish, sqew_run, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # the chaos harness is imported from the source tree
@@ -146,8 +146,8 @@ def kill_once(procs: Procs, start: str, db: Path, n: int) -> str:
     return str(lines(out)[-1]["killed_after"])
 
 
-def cli(procs: Procs, db: Path, *args: str) -> tuple[int, str, str]:
-    return finish(procs.spawn([str(SQEW_BIN), "--db", str(db), *args]), 60)
+def cli(db: Path, *args: str) -> tuple[int, str, str]:
+    return sqew_run(["--db", str(db), *args], db.parent)
 
 
 def test_a_new_file_killed_after_its_second_create_table_opens_from_the_cli(
@@ -156,7 +156,7 @@ def test_a_new_file_killed_after_its_second_create_table_opens_from_the_cli(
     db, ref = tmp_path / "q.db", tmp_path / "ref.db"
     assert kill_once(procs, "new", db, 2).startswith("CREATE TABLE")
     assert state(str(db)) == (None, [])
-    code, out, err = cli(procs, db, "queue", "list")
+    code, out, err = cli(db, "queue", "list")
     assert (code, err) == (0, ""), out
     upgrade_to(str(ref), "head")
     assert_usable(str(db), state(str(ref)))
@@ -172,9 +172,9 @@ def test_an_upgrade_killed_after_an_add_column_is_finished_by_db_upgrade(
     upgrade_to(str(ref), "0003")
     assert "ADD COLUMN" in kill_once(procs, "0003", db, 1)
     assert state(str(db)) == state(str(ref))
-    code, out, err = cli(procs, db, "queue", "list")
+    code, out, err = cli(db, "queue", "list")
     assert code == 1 and "run `sqew db upgrade`" in err, (out, err)
-    code, out, err = cli(procs, db, "db", "upgrade")
+    code, out, err = cli(db, "db", "upgrade")
     assert code == 0 and migrate.head() in out, (out, err)
     upgrade_to(str(ref), "head")
     assert_usable(str(db), state(str(ref)))

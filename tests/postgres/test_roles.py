@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
+import cli_runs
 import pg_support
 import psycopg
 import pytest
@@ -18,7 +18,6 @@ import pytest
 import sqew
 
 pytestmark = pytest.mark.postgres
-SQEW = Path(sys.executable).parent / "sqew"
 _n = itertools.count()
 APP_GRANTS = (
     "GRANT USAGE ON SCHEMA public TO {app}",
@@ -55,8 +54,8 @@ def url_as(role: str, db: str) -> str:
 
 
 def cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(SQEW), "--db", url, *args], capture_output=True, text=True,
-                          timeout=120, check=False)
+    """``sqew --db url args`` run to its end (a run of the tests' fork server)."""
+    return cli_runs.completed(["--db", url, *args], cwd=os.getcwd())
 
 
 def test_the_owner_migrates_and_the_application_role_does_the_rest(
