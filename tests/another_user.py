@@ -40,6 +40,11 @@ class Reader:
         """The ``sqew`` command as this user: the argv its arguments follow."""
         return [self.python, "-c", SQEW_MAIN]
 
+    @property
+    def user(self) -> tuple[int, int] | None:
+        """(uid, gid) to run as, or None: this process's own user."""
+        return None if self.uid is None or self.gid is None else (self.uid, self.gid)
+
     def popen(self) -> dict[str, object]:
         """``subprocess.Popen``'s arguments that start a process as this user."""
         if self.uid is None:

@@ -47,25 +47,34 @@ def environment(**extra: str) -> dict[str, str]:
     return {**{k: v for k, v in os.environ.items() if not k.startswith("SQEW_")}, **extra}
 
 
+User = tuple[int, int]
+"""Another user a fork-server run is made (uid, gid; no supplementary groups): what file modes
+let it do is what the test is about. (The binary as another user needs an interpreter that
+user may run: ``tests/another_user.py``.)"""
+
+
 def run(argv: Sequence[str], *, cwd: Path | str, env: dict[str, str] | None = None,
-        stdin: bytes | None = None) -> tuple[int, bytes, bytes]:
+        stdin: bytes | None = None, user: User | None = None) -> tuple[int, bytes, bytes]:
     """Run ``sqew argv`` in ``cwd`` with exactly the environment ``env`` (default:
-    ``environment()``) and ``stdin`` (empty if None); its exit status (negative: the signal
-    that ended it), stdout and stderr. A run still going after ``TIMEOUT_S`` is killed by its
-    PID (``subprocess.TimeoutExpired``)."""
+    ``environment()``) and ``stdin`` (empty if None), as ``user`` if given; its exit status
+    (negative: the signal that ended it), stdout and stderr. A run still going after
+    ``TIMEOUT_S`` is killed by its PID (``subprocess.TimeoutExpired``)."""
     env = environment() if env is None else env
     if not forking():
+        if user is not None:
+            raise ValueError("a run as another user is a fork-server run (see User)")
         proc = subprocess.run([sqew_binary(), *argv], input=stdin or b"", capture_output=True,
                               cwd=cwd, env=env, timeout=TIMEOUT_S, check=False)
         return proc.returncode, proc.stdout, proc.stderr
-    return fork_server().run(argv, cwd=cwd, env=env, stdin=stdin)
+    return fork_server().run(argv, cwd=cwd, env=env, stdin=stdin, user=user)
 
 
 def completed(argv: Sequence[str], *, cwd: Path | str, env: dict[str, str] | None = None,
-              stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+              stdin: str | None = None,
+              user: User | None = None) -> subprocess.CompletedProcess[str]:
     """``run`` with text in and out, as ``subprocess.run(..., text=True)`` returns it."""
     returncode, out, err = run(argv, cwd=cwd, env=env,
-                               stdin=None if stdin is None else stdin.encode())
+                               stdin=None if stdin is None else stdin.encode(), user=user)
     return subprocess.CompletedProcess([sqew_binary(), *argv], returncode,
                                        out.decode(errors="replace"),
                                        err.decode(errors="replace"))
@@ -93,15 +102,16 @@ class ForkServer:
         atexit.register(self.stop)
 
     def run(self, argv: Sequence[str], *, cwd: Path | str, env: dict[str, str],
-            stdin: bytes | None) -> tuple[int, bytes, bytes]:
-        """Run ``sqew argv``; its exit status, stdout and stderr. A run still going after
-        ``TIMEOUT_S`` is killed by its PID and raises ``subprocess.TimeoutExpired``."""
+            stdin: bytes | None, user: User | None = None) -> tuple[int, bytes, bytes]:
+        """Run ``sqew argv`` (as ``user`` if given); its exit status, stdout and stderr. A run
+        still going after ``TIMEOUT_S`` is killed by its PID and raises
+        ``subprocess.TimeoutExpired``."""
         with contextlib.ExitStack() as stack:
             files = [stack.enter_context(tempfile.TemporaryFile()) for _ in range(3)]
             files[0].write(stdin or b"")
             files[0].seek(0)
             proc = ForkedRun([sqew_binary(), *argv],
-                             self._request(argv, cwd, env, [f.fileno() for f in files]))
+                             self._request(argv, cwd, env, [f.fileno() for f in files], user))
             try:
                 returncode = proc.wait(TIMEOUT_S)
             except subprocess.TimeoutExpired:
@@ -143,11 +153,12 @@ class ForkServer:
                          open(in_w, "wb") if in_w >= 0 else None)
 
     def _request(self, argv: Sequence[str], cwd: Path | str, env: dict[str, str],
-                 fds: list[int]) -> socket.socket:
-        """Ask for a run of ``sqew argv`` with ``fds`` as its stdin, stdout and stderr; the
-        connection its PID and then its exit status come on (``ForkedRun`` reads them)."""
+                 fds: list[int], user: User | None = None) -> socket.socket:
+        """Ask for a run of ``sqew argv`` with ``fds`` as its stdin, stdout and stderr (as
+        ``user`` if given); the connection its PID and then its exit status come on
+        (``ForkedRun`` reads them)."""
         request = json.dumps({"binary": sqew_binary(), "argv": list(argv), "cwd": str(cwd),
-                              "env": env}).encode()
+                              "env": env, "user": user}).encode()
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             conn.settimeout(TIMEOUT_S)

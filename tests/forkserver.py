@@ -118,7 +118,11 @@ def _start(conn: socket.socket, listener: socket.socket, events: selectors.BaseS
             os.close(pidfd)
             other.close()
         conn.close()
-        _become(request, fds)  # never returns
+        try:
+            _become(request, fds)  # never returns, but if it cannot become the run:
+        except BaseException:  # (its working directory, its user) said on its stderr
+            sys.excepthook(*sys.exc_info())
+        os._exit(126)
     for fd in fds:
         os.close(fd)
     pidfd = os.pidfd_open(pid)  # (readable once the run has ended, even if it already has)
@@ -241,7 +245,8 @@ def _wait(pid: int, timeout: float) -> int | None:
 
 
 def _become(request: dict[str, Any], fds: list[int]) -> None:
-    """Turn this process into ``sqew ARGV`` as the request describes it, run it, and exit.
+    """Turn this process into ``sqew ARGV`` as the request describes it (its streams, user,
+    working directory, environment), run it, and exit.
 
     Never returns. The exit is the interpreter's, but for its last step: the command's
     ``SystemExit`` (or exception) is reported as the interpreter reports it; non-daemon
@@ -255,6 +260,11 @@ def _become(request: dict[str, Any], fds: list[int]) -> None:
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
+    if request.get("user") is not None:  # another user, as ``subprocess`` makes one
+        uid, gid = request["user"]
+        os.setgroups([])
+        os.setgid(gid)
+        os.setuid(uid)
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])

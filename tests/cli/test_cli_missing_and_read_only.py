@@ -57,11 +57,14 @@ def test_commands_that_make_something_create_it(tmp_path: Path) -> None:
 
 def run_as_reader(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """``sqew`` as a user who may not write this test's files (``tests/another_user.py``:
-    ``nobody`` when the suite runs as root, whom file modes do not stop)."""
+    ``nobody`` when the suite runs as root, whom file modes do not stop): a run of the tests'
+    fork server made that user, or that user's interpreter running sqew's entry point."""
     reader = another_user.reader()
     if isinstance(reader, str):
         pytest.fail(reader)
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", **reader.env}
+    if cli_runs.forking():
+        return cli_runs.completed(list(args), cwd=cwd, env=env, user=reader.user)
     return subprocess.run(  # type: ignore[call-overload, no-any-return]
         [*reader.sqew, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=60,
         check=False, **reader.popen())
