@@ -13,7 +13,8 @@ What differs from starting the binary: the import of sqew happened earlier, with
 server's environment, and the modules are not torn down at exit. sqew reads its environment
 when a command runs, never at import (but for prometheus-client's multiprocess mode: a
 ``sqew serve --workers N`` starts the binary), and the tests that are about starting a
-process (signals, the quick start) start the real binary. ``SQEW_TEST_FORKSERVER=0`` makes
+process (signals during its imports, the quick start) start the real binary. A run may be
+made another user (the request's ``user``), as ``subprocess`` makes one. ``SQEW_TEST_FORKSERVER=0`` makes
 every run start the binary.
 
 Protocol, one connection per run: the test sends a length-prefixed JSON request with three
