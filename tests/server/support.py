@@ -265,9 +265,11 @@ def serve(db: Path | str, *args: str, env: dict[str, str] | None = None) -> Iter
     cwd = db.parent if isinstance(db, Path) else None
     environ = cli_runs.environment(PYTHONFAULTHANDLER="1", **(env or {}))  # for _show_stacks
     # Forked by the fork server (a process of its own, without a second of imports), but for
-    # prometheus-client's multiprocess mode, whose directory the library reads at import.
-    proc = cli_runs.start(argv, cwd=cwd, env=environ, binary="--workers" in args
-                          or "PROMETHEUS_MULTIPROC_DIR" in environ)
+    # prometheus-client's multiprocess mode (several workers), whose directory the library
+    # reads at import.
+    workers = int(args[args.index("--workers") + 1]) if "--workers" in args else 1
+    proc = cli_runs.start(argv, cwd=cwd, env=environ,
+                          binary=workers > 1 or "PROMETHEUS_MULTIPROC_DIR" in environ)
     assert proc.stderr is not None
     log = Lines(proc.stderr)
     try:
