@@ -14,8 +14,8 @@ server's environment, and the modules are not torn down at exit. sqew reads its 
 when a command runs, never at import (but for prometheus-client's multiprocess mode: a
 ``sqew serve --workers N`` starts the binary), and the tests that are about starting a
 process (signals during its imports, the quick start) start the real binary. A run may be
-made another user (the request's ``user``), as ``subprocess`` makes one. ``SQEW_TEST_FORKSERVER=0`` makes
-every run start the binary.
+made another user (the request's ``user``), as ``subprocess`` makes one.
+``SQEW_TEST_FORKSERVER=0`` makes every run start the binary.
 
 Protocol, one connection per run: the test sends a length-prefixed JSON request with three
 descriptors (stdin, stdout, stderr) attached; the server answers with the run's PID (a line),
