@@ -339,19 +339,39 @@ def test_db_upgrade_refuses_a_newer_database_untouched(tmp_path: Path, procs: Pr
 
 
 # --- (e): six processes open one brand-new file at the same moment ------------------------------
-OPENER = r"""
+OPENERS = r"""
 import os, sys, time, sqew
-db, name, ready, go = sys.argv[1:5]
-open(ready, "w").close()
-deadline = time.monotonic() + 30
-while not os.path.exists(go):  # the start barrier: every process is imported and waiting
-    if time.monotonic() > deadline:
-        sys.exit("no go signal")
-    time.sleep(0.001)
-client = sqew.Client(db)
-client.create_queue(name)
-client.close()
+db, go, *pairs = sys.argv[1:]
+children = []
+for name, ready in zip(pairs[::2], pairs[1::2]):  # a process each, sqew imported once above
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            open(ready, "w").close()
+            deadline = time.monotonic() + 30
+            while not os.path.exists(go):  # the start barrier: every process is waiting
+                if time.monotonic() > deadline:
+                    sys.exit("no go signal")
+                time.sleep(0.001)
+            client = sqew.Client(db)
+            client.create_queue(name)
+            client.close()
+            code = 0
+        except SystemExit as exc:
+            print(exc, file=sys.stderr)
+        except BaseException:
+            sys.excepthook(*sys.exc_info())
+        finally:
+            sys.stderr.flush()
+            os._exit(code)
+    children.append((name, pid))
+failed = [name for name, pid in children if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])]
+sys.exit(f"failed: {failed}" if failed else 0)
 """
+"""Six processes forked from one that imported sqew (a process each, none of which has opened
+anything before the fork): each makes its flag, waits for the go, opens the database and
+creates its queue."""
 
 
 def test_six_processes_open_a_new_database_at_once(
@@ -361,16 +381,17 @@ def test_six_processes_open_a_new_database_at_once(
     go = tmp_path / "go"
     names = [f"q{n}" for n in range(6)]
     ready = [tmp_path / f"{name}.ready" for name in names]
-    children = [procs.python(OPENER, db.target, name, str(flag), str(go))
-                for name, flag in zip(names, ready, strict=True)]
-    wait_for(lambda: all(f.exists() for f in ready), 60, "all six processes to be ready")
+    pairs = [arg for name, flag in zip(names, ready, strict=True) for arg in (name, str(flag))]
+    openers = procs.python(OPENERS, db.target, str(go), *pairs)
+    wait_for(lambda: all(f.exists() for f in ready) or openers.poll() is not None, 60,
+             "all six processes to be ready")
+    assert openers.poll() is None, finish(openers, 10)
     if db.backend == "sqlite":
         assert not Path(db.target).exists()
     go.touch()
-    for child in children:
-        code, _, err = finish(child, 60)
-        assert code == 0, err
-        assert "Traceback" not in err
+    code, _, err = finish(openers, 60)
+    assert code == 0, err
+    assert "Traceback" not in err
 
     with contextlib.closing(sqew.Client(db.target)) as client:
         queues = {q.name for q in client.list_queues()}
