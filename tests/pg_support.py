@@ -201,7 +201,10 @@ class Cluster:
         try:
             with self.server.connect(name) as conn:
                 conn.execute("SET lock_timeout = '10s'")
-                conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                # Waiting for each to exit (up to 10 s): a session that is still on its way
+                # out holds its advisory locks (the reaper's lead), and the next test's
+                # first reap would find the lead taken and skip.
+                conn.execute("SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity "
                              "WHERE datname = current_database() AND pid <> pg_backend_pid()")
                 return self.pristine.restore(conn)
         except psycopg.Error:
