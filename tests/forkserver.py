@@ -120,7 +120,7 @@ def _start(conn: socket.socket, listener: socket.socket, events: selectors.BaseS
             other.close()
         conn.close()
         try:
-            _become(request, fds)  # never returns, but if it cannot become the run:
+            _become(request, fds, server)  # never returns, but if it cannot become the run:
         except BaseException:  # (its working directory, its user) said on its stderr
             sys.excepthook(*sys.exc_info())
         os._exit(126)
@@ -245,7 +245,7 @@ def _wait(pid: int, timeout: float) -> int | None:
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
 
-def _become(request: dict[str, Any], fds: list[int]) -> None:
+def _become(request: dict[str, Any], fds: list[int], parent: int | None = None) -> None:
     """Turn this process into ``sqew ARGV`` as the request describes it (its streams, user,
     working directory, environment), run it, and exit.
 
@@ -257,6 +257,9 @@ def _become(request: dict[str, Any], fds: list[int]) -> None:
     the modules the server imported: the run's own objects are gone by then, and tearing
     down the rest would write to every page of the heap the fork shares, a tenth of a second
     of CPU a run, more than most commands take.
+
+    ``parent`` (the fork server): a run made another user gets SIGTERM when it exits, as
+    every run does (``die_with``), which the change of user would otherwise have cleared.
     """
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
@@ -266,6 +269,8 @@ def _become(request: dict[str, Any], fds: list[int]) -> None:
         os.setgroups([])
         os.setgid(gid)
         os.setuid(uid)
+        if parent is not None:  # (a change of user clears the parent-death signal)
+            die_with(parent)
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
