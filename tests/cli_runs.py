@@ -132,8 +132,8 @@ class ForkServer:
         run's ``stdin`` writes to when ``stdin`` is ``subprocess.PIPE``; stdout and stderr are
         pipes (text, or bytes when ``text`` is false), or the open files ``stdout`` and
         ``stderr``."""
-        in_r, in_w = os.pipe() if stdin == subprocess.PIPE else (os.open(os.devnull, os.O_RDONLY),
-                                                                 -1)
+        piped = stdin == subprocess.PIPE
+        in_r, in_w = os.pipe() if piped else (os.open(os.devnull, os.O_RDONLY), -1)
         out_r, out_w = os.pipe() if stdout is None else (-1, os.dup(stdout.fileno()))
         err_r, err_w = os.pipe() if stderr is None else (-1, os.dup(stderr.fileno()))
         try:

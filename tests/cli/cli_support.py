@@ -181,7 +181,7 @@ class Sqew:
         return result
 
     def start(self, *args: str, stdin: int | None = None, env: dict[str, str] | None = None,
-              binary: bool = False) -> cli_runs.ForkedRun | subprocess.Popen[bytes]:
+              binary: bool = False) -> cli_runs.Started:
         """Start ``sqew <where> <args>`` in a foreground job's signal state (``foreground``),
         stdout and stderr piped (bytes), stdin empty or a pipe (``subprocess.PIPE``); the
         caller ends it (by its PID) however the test ends. A run of the fork server
@@ -265,7 +265,7 @@ class Server:
         env = clean_env(**({"SQEW_ACCESS_LOG": "true"} if access_log else {}),
                         **{"SQEW_" + k.upper(): v for k, v in settings.items()})
         argv = ["serve", "--db", str(db), "--port", "0"]
-        self.proc: subprocess.Popen[bytes] | cli_runs.ForkedRun
+        self.proc: cli_runs.Started
         with self.log.open("wb") as log:
             if cli_runs.forking():
                 self.proc = cli_runs.fork_server().start(argv, cwd=cwd, env=env, stdout=log,
